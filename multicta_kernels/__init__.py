@@ -1,0 +1,25 @@
+"""Kernels and helpers for the book *Multi-CTA programming in Gluon*.
+
+One module per idea, in book order:
+
+========================  ==========================================================
+``hardware``              which tier we are on (Blackwell, Hopper, CPU) and the error
+                          raised when a kernel needs hardware that is not here
+``lens``                  compile any registered kernel for sm_90a / sm_100a on a CPU
+                          and read its PTX: excerpts and an instruction census
+``layouts``               ownership maps (CTA, warp, lane, register) parsed from
+                          Triton's own layout views, and the heatmaps drawn from them
+``softmax``               chapter 1: a row sharded over a cluster of 1 to 16 CTAs
+``bench``                 ceilings, timing and the results store; ``python -m
+                          multicta_kernels.bench NAME --out results/...``
+``plots``                 benchmark figures with ceilings drawn as lines
+``notebook``              what every chapter's notebook needs: source rendering, glue
+========================  ==========================================================
+"""
+import os
+
+# Fixed before triton is imported, so numerics don't move when Triton's default flips and no
+# warning repeats in every notebook output.
+os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+
+__version__ = "0.1.0"

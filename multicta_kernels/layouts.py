@@ -1,0 +1,242 @@
+"""Ownership maps: which CTA, warp, lane and register holds every element of a tensor.
+
+Triton is the ground truth. ``layout.format_tensor_view(shape)`` prints, for every element of a
+distributed (register) layout, the owners as ``B<cta>:T<thread>:<register>``; for a shared layout
+``format_hardware_view(shape)`` lists, CTA by CTA, which element sits at each offset. This module
+parses those views into arrays and draws them. :func:`cta_owner` is a small pure-Python model of
+``cga_layout`` that the tests check against the parsed views.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+import multicta_kernels  # noqa: F401
+
+# Okabe-Ito, the colour-blind-safe qualitative palette, extended with lighter tints for 16 CTAs.
+PALETTE = ["#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7", "#999999",
+           "#F5C76B", "#A6D6F2", "#66C5AB", "#F7EF94", "#6AA6D1", "#E79A66", "#E0AFCB", "#CCCCCC"]
+
+
+@dataclass
+class Ownership:
+    """Owners of every element of a tensor of ``shape`` under a layout.
+
+    ``cta``, ``warp``, ``lane`` and ``reg`` hold the first owner of each element (-1 where the
+    layout does not say: shared memory has no warps); ``copies`` counts how many (CTA, thread,
+    register) slots hold the same element: more than one means broadcast.
+    """
+    shape: tuple
+    cta: np.ndarray
+    warp: np.ndarray
+    lane: np.ndarray
+    reg: np.ndarray
+    copies: np.ndarray
+    ctas_holding: np.ndarray   # number of distinct CTAs holding each element
+
+    @property
+    def num_ctas(self) -> int:
+        return int(self.cta.max()) + 1
+
+
+_OWNER = re.compile(r"(?:B(\d+):)?T(\d+):(\d+)")      # single-CTA layouts print no B<cta>:
+
+
+def parse_tensor_view(text: str, shape) -> Ownership:
+    """Parse ``DistributedLayout.format_tensor_view(shape)``."""
+    shape = tuple(int(s) for s in shape)
+    n = int(np.prod(shape))
+    flat = text.replace("[", " ").replace("]", ",")      # a row's end separates cells too
+    cells = [c for c in flat.replace("\n", " ").split(",") if c.strip()]
+    if len(cells) != n:
+        raise ValueError(f"tensor view has {len(cells)} elements, expected {n} for shape {shape}")
+    cta, warp, lane, reg, copies, nct = (np.empty(n, dtype=np.int64) for _ in range(6))
+    for i, cell in enumerate(cells):
+        owners = [(int(b or 0), int(t), int(r)) for b, t, r in _OWNER.findall(cell)]
+        if not owners:
+            raise ValueError(f"element {i} of the tensor view has no owner: {cell.strip()!r}")
+        b, t, r = owners[0]
+        cta[i], warp[i], lane[i], reg[i] = b, t // 32, t % 32, r
+        copies[i] = len(owners)
+        nct[i] = len({o[0] for o in owners})
+    return Ownership(shape, *(a.reshape(shape) for a in (cta, warp, lane, reg, copies, nct)))
+
+
+_BLOCK = re.compile(r"^Block:\s*(\d+):")
+_OFFSET = re.compile(r"^Offset:\s*(\d+)\s*->\s*\(([^)]*)\)")
+
+
+def parse_shared_hardware_view(text: str, shape) -> Ownership:
+    """Parse ``SharedLayout.format_hardware_view(shape)``: per CTA, offset -> element."""
+    shape = tuple(int(s) for s in shape)
+    cta = np.full(shape, -1, dtype=np.int64)
+    reg = np.full(shape, -1, dtype=np.int64)     # the offset inside the CTA's buffer
+    copies = np.zeros(shape, dtype=np.int64)
+    holders = {}
+    block = None
+    for line in text.splitlines():
+        line = line.strip()
+        m = _BLOCK.match(line)
+        if m:
+            block = int(m.group(1))
+            continue
+        m = _OFFSET.match(line)
+        if m:
+            idx = tuple(int(v) for v in m.group(2).split(","))
+            if cta[idx] < 0:
+                cta[idx], reg[idx] = block, int(m.group(1))
+            copies[idx] += 1
+            holders.setdefault(idx, set()).add(block)
+    if (cta < 0).any():
+        raise ValueError("Triton's hardware view does not place every element of this shape (triton 3.9 shows "
+                         "only part of the tensor for broadcast shared layouts); use cta_owner() for those")
+    nct = np.zeros(shape, dtype=np.int64)
+    for idx, s in holders.items():
+        nct[idx] = len(s)
+    minus = np.full(shape, -1, dtype=np.int64)
+    return Ownership(shape, cta, minus, minus.copy(), reg, copies, nct)
+
+
+def ownership(layout, shape) -> Ownership:
+    """Owners of every element, straight from Triton's own view of ``layout``."""
+    from triton.experimental.gluon.language._layouts import SharedLayout
+    shape = [int(s) for s in shape]
+    if isinstance(layout, SharedLayout):
+        return parse_shared_hardware_view(layout.format_hardware_view(shape), shape)
+    return parse_tensor_view(layout.format_tensor_view(shape), shape)
+
+
+# ------------------------------------------------------------------------------ the cga model
+
+def check_cga_layout(bases, num_ctas: int, rank: int) -> list:
+    """Validate a ``cga_layout`` and return it as a list of lists, or raise ValueError saying why.
+
+    A CGA layout has exactly log2(num_ctas) bases; each is zero (a broadcast: the CTAs that differ
+    only in that bit hold the same data) or a power of two along one dimension, and along each
+    dimension the non-zero bases are 1, 2, 4, ... in order, so every CTA owns one contiguous block.
+    """
+    if not isinstance(num_ctas, int) or num_ctas < 1 or num_ctas & (num_ctas - 1) or num_ctas > 16:
+        raise ValueError(f"num_ctas must be a power of two from 1 to 16, got {num_ctas!r}")
+    bases = [list(b) for b in bases]
+    need = num_ctas.bit_length() - 1
+    if len(bases) != need:
+        raise ValueError(f"a cga_layout for {num_ctas} CTAs has exactly {need} bases (log2 of the CTA count), "
+                         f"got {len(bases)}: {bases}")
+    expect = [1] * rank
+    for i, b in enumerate(bases):
+        if len(b) != rank:
+            raise ValueError(f"basis {i} {b} has {len(b)} entries; the tensor has rank {rank}")
+        nz = [d for d, v in enumerate(b) if v]
+        if not nz:
+            continue
+        if len(nz) > 1:
+            raise ValueError(f"basis {i} {b} moves along several dimensions; each basis splits one dimension "
+                             "(use a DistributedLinearLayout for other mappings)")
+        d = nz[0]
+        if b[d] != expect[d]:
+            raise ValueError(f"basis {i} {b} should be {expect[d]} along dimension {d}: bases along a dimension "
+                             "go 1, 2, 4, ... so that each CTA owns a contiguous block")
+        expect[d] *= 2
+    return bases
+
+
+def cta_split(bases, rank: int) -> list:
+    """How many blocks each dimension is cut into by the non-zero bases."""
+    split = [1] * rank
+    for b in bases:
+        for d, v in enumerate(b):
+            if v:
+                split[d] *= 2
+    return split
+
+
+def cta_owner(bases, shape, num_ctas: int) -> np.ndarray:
+    """The model: for every element, the set of CTAs that hold it, as a bit mask (int array)."""
+    shape = list(shape)
+    bases = check_cga_layout(bases, num_ctas, len(shape))
+    split = cta_split(bases, len(shape))
+    block = [s // k for s, k in zip(shape, split)]
+    owners = np.zeros(shape, dtype=np.int64)
+    for c in range(num_ctas):
+        coord = [0] * len(shape)
+        for bit, b in enumerate(bases):      # the CTA id's bits pick bases; XOR them (they're disjoint)
+            if c >> bit & 1:
+                coord = [x ^ v for x, v in zip(coord, b)]
+        sl = tuple(slice(x * k, (x + 1) * k) for x, k in zip(coord, block))
+        owners[sl] |= 1 << c
+    return owners
+
+
+# ------------------------------------------------------------------------------------ drawing
+
+def draw(own: Ownership, by: str = "cta", ax=None, title: str | None = None, annotate: bool | None = None,
+         columns: tuple | None = None):
+    """Heatmap of one owner field ("cta", "warp", "lane", "reg") of a 1-D or 2-D tensor.
+
+    ``columns=(lo, hi)`` zooms into a range of columns; a colour key is drawn beside the map.
+    """
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import BoundaryNorm, ListedColormap
+
+    data = getattr(own, by)
+    holding = own.ctas_holding
+    if data.ndim == 1:
+        data, holding = data[None, :], holding[None, :]
+    if data.ndim != 2:
+        raise ValueError(f"can draw 1-D and 2-D tensors, not shape {own.shape}")
+    if (data < 0).all():
+        raise ValueError(f"this layout has no {by!r} owners (shared memory has CTAs and offsets only)")
+    lo, hi = columns or (0, data.shape[1])
+    data, holding = data[:, lo:hi], holding[:, lo:hi]
+    ax = ax or plt.subplots(figsize=(min(12, 1 + data.shape[1] * 0.45), min(8, 1 + data.shape[0] * 0.45)))[1]
+    k = int(data.max()) + 1
+    categorical = k <= len(PALETTE)
+    if categorical:
+        cmap = ListedColormap(PALETTE[:k])
+        norm = BoundaryNorm(np.arange(-0.5, k + 0.5), k)
+    else:
+        cmap, norm = plt.get_cmap("cividis"), None
+    im = ax.imshow(data, cmap=cmap, norm=norm, aspect="auto", interpolation="nearest",
+                   extent=(lo - 0.5, hi - 0.5, data.shape[0] - 0.5, -0.5))
+    cbar = plt.colorbar(im, ax=ax, fraction=0.05, pad=0.02,
+                        ticks=range(k) if categorical and k <= 16 else None)
+    cbar.set_label(by, fontsize=8)
+    cbar.ax.tick_params(labelsize=7)
+    if annotate is None:
+        annotate = data.size <= 512
+    if annotate:
+        for (i, j), v in np.ndenumerate(data):
+            label = f"{v}" + ("*" if by == "cta" and holding[i, j] > 1 else "")
+            ax.text(lo + j, i, label, ha="center", va="center", fontsize=7)
+    ax.set_xlabel("column (dim 1)" if len(own.shape) == 2 else "element")
+    if data.shape[0] == 1:
+        ax.set_yticks([])
+    else:
+        ax.set_ylabel("row (dim 0)")
+    ax.set_title(title or f"owner: {by}", fontsize=10)
+    return ax
+
+
+def show(layout, shape, fields=("cta", "warp", "lane", "reg"), title: str | None = None, zoom: dict | None = None):
+    """Draw a layout's ownership maps side by side: try it with your own layout.
+
+    ``zoom`` maps a field to a ``(lo, hi)`` column range drawn for that field only.
+
+    >>> show(gl.BlockedLayout([1, 4], [4, 8], [2, 2], [1, 0], cga_layout=[[1, 0]]), [16, 32])
+    """
+    import matplotlib.pyplot as plt
+
+    own = ownership(layout, shape)
+    zoom = zoom or {}
+    fields = [f for f in fields if not (getattr(own, f) < 0).all()]
+    fig, axes = plt.subplots(1, len(fields), figsize=(4.6 * len(fields), 3.4 if len(shape) == 2 and shape[0] > 1
+                                                      else 2.0), squeeze=False)
+    for ax, f in zip(axes[0], fields):
+        cols = zoom.get(f)
+        draw(own, f, ax=ax, annotate=False if own.cta.size > 256 else None, columns=cols,
+             title=f"owner: {f}" + (f" (columns {cols[0]}-{cols[1] - 1})" if cols else ""))
+    fig.suptitle(title or type(layout).__name__, fontsize=10)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,207 @@
+"""The PTX lens: compile a Gluon kernel for any NVIDIA target on a machine without a GPU.
+
+Every kernel in the package registers a *spec* (signature, constexprs, options, targets and the
+PTX instructions that carry its idea). The lens compiles a spec with ``triton.compile`` against
+an explicit :class:`GPUTarget`, so the same kernel that runs on an H200 or a B200 can be read on a
+laptop: its TTGIR, LLVM IR and PTX, an instruction census, and excerpts around the instructions
+that matter.
+
+MLIR diagnostics go to file descriptor 2 and the Python exception only says that a pass failed;
+the lens captures fd 2 around the compile and raises :class:`LensCompileError` with the first
+``error:`` line instead.
+"""
+from __future__ import annotations
+
+import collections
+import functools
+import os
+import re
+import tempfile
+from dataclasses import dataclass, field
+from typing import Callable
+
+import multicta_kernels  # noqa: F401  (sets TRITON_DEFAULT_FP_FUSION before triton loads)
+
+TARGETS = {"sm_90a": 90, "sm_100a": 100}
+
+
+class LensCompileError(RuntimeError):
+    """A kernel failed to compile; ``diagnostic`` holds the compiler's first error line."""
+
+    def __init__(self, diagnostic: str, spec_name: str, target: str):
+        super().__init__(f"{spec_name} does not compile for {target}: {diagnostic}")
+        self.diagnostic = diagnostic
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """Everything ``triton.compile`` needs, plus what the book expects to see in the PTX."""
+    name: str
+    fn: object
+    signature: dict
+    constexprs: dict = field(default_factory=dict)
+    options: dict = field(default_factory=dict)
+    targets: tuple = ("sm_90a", "sm_100a")
+    expect: tuple = ()           # substrings that must appear in the PTX for every target
+    divisible: tuple = ()        # arguments assumed 16-divisible, as Triton specialises at launch
+    params: tuple = ()           # the (key, value) pairs the spec was built from
+
+
+_REGISTRY: dict[str, Callable[..., KernelSpec]] = {}
+_EXAMPLES: dict[str, list[dict]] = {}
+
+
+def register(name: str, examples: list[dict] | None = None):
+    """Register a spec factory under ``name``; ``examples`` are the parameter sets tests compile."""
+    def wrap(factory):
+        _REGISTRY[name] = factory
+        _EXAMPLES[name] = list(examples or [{}])
+        return factory
+    return wrap
+
+
+def _load_kernel_modules():
+    # Importing the kernel modules fills the registry; keep this list in book order.
+    from multicta_kernels import softmax  # noqa: F401
+
+
+def registered() -> dict[str, list[dict]]:
+    """Names of all registered kernels with the parameter sets the tests compile."""
+    _load_kernel_modules()
+    return {k: list(v) for k, v in _EXAMPLES.items()}
+
+
+def spec(name: str, **params) -> KernelSpec:
+    _load_kernel_modules()
+    if name not in _REGISTRY:
+        raise KeyError(f"no kernel named {name!r} in the lens; registered: {sorted(_REGISTRY)}")
+    return _REGISTRY[name](**params)
+
+
+@dataclass(frozen=True)
+class Compiled:
+    spec: KernelSpec
+    target: str
+    ttgir: str
+    llir: str
+    ptx: str
+    shared_bytes: int
+    num_regs: int | None
+
+    def census(self, patterns=None):
+        return census(self.ptx, patterns)
+
+    def excerpt(self, pattern: str, context: int = 2, max_hits: int = 2) -> str:
+        return excerpt(self.ptx, pattern, context, max_hits)
+
+
+def compile(name_or_spec, target: str = "sm_90a", **params) -> Compiled:
+    """Compile a registered kernel (by name and parameters, or a :class:`KernelSpec`)."""
+    if isinstance(name_or_spec, KernelSpec):
+        if params:
+            raise TypeError("pass parameters with a kernel name, not with a KernelSpec")
+        return _compile_spec(name_or_spec, target)
+    return _compile_cached(name_or_spec, target, tuple(sorted(params.items())))
+
+
+@functools.lru_cache(maxsize=256)
+def _compile_cached(name, target, params):
+    return _compile_spec(spec(name, **dict(params)), target)
+
+
+def _compile_spec(s: KernelSpec, target: str) -> Compiled:
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    if target not in TARGETS:
+        raise ValueError(f"unknown target {target!r}; the lens knows {sorted(TARGETS)}")
+    if target not in s.targets:
+        raise ValueError(f"{s.name} is written for {', '.join(s.targets)} only, not {target}")
+    names = list(s.fn.arg_names)
+    attrs = {(names.index(a),): [["tt.divisibility", 16]] for a in s.divisible}
+    src = GluonASTSource(s.fn, s.signature, s.constexprs, attrs)
+    with _captured_stderr() as err:
+        try:
+            k = triton.compile(src, target=GPUTarget("cuda", TARGETS[target], 32), options=dict(s.options))
+        except Exception as exc:  # compiler errors come in many types; all become one
+            raise LensCompileError(_first_error(err.read(), exc), s.name, target) from None
+    return Compiled(s, target, k.asm.get("ttgir", ""), k.asm.get("llir", ""), k.asm["ptx"],
+                    int(k.metadata.shared), getattr(k, "n_regs", None))
+
+
+class _captured_stderr:
+    """Redirect file descriptor 2 (where MLIR writes diagnostics) into a temporary file."""
+
+    def __enter__(self):
+        self._tmp = tempfile.TemporaryFile(mode="w+b")
+        self._saved = os.dup(2)
+        os.dup2(self._tmp.fileno(), 2)
+        return self
+
+    def read(self) -> str:
+        self._tmp.seek(0)
+        return self._tmp.read().decode(errors="replace")
+
+    def __exit__(self, *exc):
+        os.dup2(self._saved, 2)
+        os.close(self._saved)
+        self._tmp.close()
+        return False
+
+
+def _first_error(stderr_text: str, exc: Exception) -> str:
+    for line in stderr_text.splitlines():
+        if "error:" in line:
+            return line.split("error:", 1)[1].strip()
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip() and not ln.strip().startswith("^")]
+    return lines[-1] if lines else type(exc).__name__
+
+
+_SKIP = re.compile(r"^\s*($|//|\.|\{|\}|\)|\(|[\w$]+:)")
+
+
+def instructions(ptx: str):
+    """Yield (line number, opcode, line) for every PTX instruction."""
+    for no, line in enumerate(ptx.splitlines(), 1):
+        if _SKIP.match(line):
+            continue
+        text = line.strip()
+        if text.startswith("@"):
+            text = text.split(None, 1)[1] if " " in text else ""
+        op = text.split(None, 1)[0].rstrip(";") if text else ""
+        if op:
+            yield no, op, line
+
+
+def census(ptx: str, patterns=None) -> dict:
+    """Count instructions: by opcode, or (with ``patterns``) lines containing each substring."""
+    if patterns is None:
+        return dict(collections.Counter(op for _, op, _ in instructions(ptx)).most_common())
+    counts = {p: 0 for p in patterns}
+    for _, _, line in instructions(ptx):
+        for p in patterns:
+            if p in line:
+                counts[p] += 1
+    for p in patterns:  # directives such as .reqnctapercluster are not instructions
+        if p.startswith(".") and counts[p] == 0:
+            counts[p] = sum(1 for ln in ptx.splitlines() if ln.strip().startswith(p))
+    return counts
+
+
+def excerpt(ptx: str, pattern: str, context: int = 2, max_hits: int = 2) -> str:
+    """PTX lines around the first ``max_hits`` lines containing ``pattern``, numbered."""
+    lines = ptx.splitlines()
+    hits = [i for i, ln in enumerate(lines) if pattern in ln][:max_hits]
+    if not hits:
+        return f"// no line contains {pattern!r}"
+    out, last = [], -1
+    for i in hits:
+        lo, hi = max(i - context, last + 1), min(i + context + 1, len(lines))
+        if out and lo > last + 1:
+            out.append("   ...")
+        for j in range(lo, hi):
+            mark = ">" if j == i else " "
+            out.append(f"{mark}{j + 1:5d}  {lines[j].rstrip()}")
+        last = hi - 1
+    return "\n".join(out)

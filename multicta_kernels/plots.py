@@ -1,0 +1,81 @@
+"""Benchmark figures: measured series, ceilings drawn as lines, references labelled as such."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import bench
+from .layouts import PALETTE
+
+# Okabe-Ito colours by role, so every chapter's figures read the same way.
+OURS, BASELINE, ALTERNATIVE, REFERENCE, CEILING = PALETTE[4], PALETTE[5], PALETTE[2], PALETTE[7], "black"
+
+
+def _label_gpu(result) -> str:
+    return f"{result['gpu']}, {result.get('date', '?')}"
+
+
+def bandwidth(result, series, *, x="N", ax=None, title=None):
+    """Plot GB/s against ``x`` for each (column, label, colour) in ``series``, with the copy ceiling."""
+    import matplotlib.pyplot as plt
+    ax = ax or plt.subplots(figsize=(7.5, 4.2))[1]
+    xs = np.array(bench.column(result, x), dtype=float)
+    order = np.argsort(xs)
+    markers = "os^vD"
+    for i, (col, label, colour) in enumerate(series):
+        ys = np.array([np.nan if v is None else v for v in bench.column(result, col)], dtype=float)
+        ax.plot(xs[order], ys[order], marker=markers[i % len(markers)], color=colour, label=label)
+    ceiling = result["ceilings"]["copy_gbps"]
+    ax.axhline(ceiling, color=CEILING, lw=1, ls="--")
+    ax.text(xs.min(), ceiling * 1.01, f"copy ceiling {ceiling:.0f} GB/s (same run)", fontsize=8, va="bottom")
+    ax.axhline(0.9 * ceiling, color=CEILING, lw=0.6, ls=":")
+    ax.text(xs.max(), 0.9 * ceiling * 0.99, "0.90 of copy", fontsize=7, va="top", ha="right")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel(f"{x} (row length, elements)" if x == "N" else x)
+    ax.set_ylabel("bandwidth (GB/s, bytes read + written)")
+    ax.set_ylim(0, ceiling * 1.12)
+    ax.grid(alpha=0.3)
+    ax.set_title(title or f"measured on {_label_gpu(result)}", fontsize=10)
+    ax.legend(fontsize=8, loc="lower left")
+    return ax
+
+
+def fraction_of_ceiling(result, series, *, x="N", ax=None, target=None, title=None):
+    """The same runs as fractions of the copy ceiling, with an optional target line."""
+    import matplotlib.pyplot as plt
+    ax = ax or plt.subplots(figsize=(7.5, 3.6))[1]
+    xs = np.array(bench.column(result, x), dtype=float)
+    o = np.argsort(xs)
+    ceiling = result["ceilings"]["copy_gbps"]
+    for i, (col, label, colour) in enumerate(series):
+        ys = np.array([np.nan if v is None else v for v in bench.column(result, col)], dtype=float) / ceiling
+        ax.plot(xs[o], ys[o], marker="os^vD"[i % 5], color=colour, label=label)
+    ax.axhline(1.0, color=CEILING, lw=1, ls="--", label="copy ceiling")
+    if target:
+        ax.axhline(target, color=CEILING, lw=0.6, ls=":", label=f"target {target:.2f}")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel(f"{x} (row length, elements)" if x == "N" else x)
+    ax.set_ylabel("fraction of copy bandwidth")
+    ax.set_ylim(0, 1.08)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="lower left")
+    ax.set_title(title or f"measured on {_label_gpu(result)}", fontsize=10)
+    return ax
+
+
+def reference(ref, column, *, x="N", ax=None, label=None):
+    """A third-party result, in its own axes, titled with its GPU and its source: never mixed
+    into the axes of this project's measurements."""
+    import matplotlib.pyplot as plt
+    ax = ax or plt.subplots(figsize=(5, 4.2))[1]
+    rx = np.array(bench.column(ref, x), dtype=float)
+    ry = np.array(bench.column(ref, column), dtype=float)
+    o = np.argsort(rx)
+    ax.plot(rx[o], ry[o], ls="--", marker="x", color=REFERENCE, label=label or column)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel(f"{x} (row length, elements)" if x == "N" else x)
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="lower left")
+    ax.set_title(f"REFERENCE, not measured here: {ref['gpu']}\nsource: {ref['source'].split(';')[0]}",
+                 fontsize=8)
+    return ax

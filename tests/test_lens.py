@@ -1,0 +1,76 @@
+"""The PTX lens, on the CPU: every registered kernel compiles for each of its targets and shows
+the instructions that carry its idea."""
+import dataclasses
+
+import pytest
+
+from multicta_kernels import lens
+
+CASES = [(name, params, target)
+         for name, examples in lens.registered().items()
+         for params in examples
+         for target in lens.spec(name, **params).targets]
+
+
+@pytest.mark.parametrize("name, params, target", CASES, ids=lambda v: str(v))
+def test_compiles_with_its_instructions(name, params, target):
+    k = lens.compile(name, target, **params)
+    assert k.ptx.startswith("//") and ".entry" in k.ptx
+    counts = k.census(k.spec.expect)
+    missing = [p for p, n in counts.items() if n == 0]
+    assert not missing, f"{name} {params} on {target} lacks {missing}"
+    assert k.census(["ld.local", "st.local"]) == {"ld.local": 0, "st.local": 0}, "register spills"
+
+
+@pytest.mark.parametrize("ctas", [2, 4, 8, 16])
+def test_cluster_size_is_declared(ctas):
+    for target in ("sm_90a", "sm_100a"):
+        ptx = lens.compile("softmax", target, num_ctas=ctas).ptx
+        assert f".reqnctapercluster {ctas}" in ptx
+
+
+def test_one_cta_has_no_cluster_code():
+    counts = lens.compile("softmax", "sm_90a", num_ctas=1).census(
+        [".reqnctapercluster", "mapa", "shared::cluster", "barrier.cluster"])
+    assert set(counts.values()) == {0}
+
+
+def test_fused_softmax_has_fewer_cluster_barriers():
+    for target in ("sm_90a", "sm_100a"):
+        two = lens.compile("softmax_two_pass", target, num_ctas=4).census(["barrier.cluster.wait"])
+        one = lens.compile("softmax", target, num_ctas=4).census(["barrier.cluster.wait"])
+        assert one["barrier.cluster.wait"] < two["barrier.cluster.wait"]
+
+
+def test_alignment_hint_keeps_vector_loads():
+    spec = lens.spec("softmax", num_ctas=1, N=3000)
+    scalar = dataclasses.replace(spec, constexprs={**spec.constexprs, "ALIGN": 1})
+    aligned = lens.compile(spec, "sm_90a").census(["ld.global.v4", "ld.global.b32"])
+    unaligned = lens.compile(scalar, "sm_90a").census(["ld.global.v4", "ld.global.b32"])
+    assert aligned["ld.global.v4"] > 0 and aligned["ld.global.b32"] == 0
+    assert unaligned["ld.global.v4"] == 0 and unaligned["ld.global.b32"] > 0
+
+
+def test_compile_error_is_one_clear_line():
+    spec = lens.spec("softmax", num_ctas=4)
+    broken = dataclasses.replace(spec, options={**spec.options, "num_ctas": 2})   # layout says 4 CTAs
+    with pytest.raises(lens.LensCompileError) as err:
+        lens.compile(broken, "sm_90a")
+    assert "softmax does not compile for sm_90a" in str(err.value)
+    assert "\n" not in err.value.diagnostic and err.value.diagnostic
+
+
+def test_unknown_names_and_targets():
+    with pytest.raises(KeyError, match="registered"):
+        lens.spec("no_such_kernel")
+    with pytest.raises(ValueError, match="unknown target"):
+        lens.compile("softmax", "sm_80")
+
+
+def test_census_and_excerpt():
+    ptx = "//\n.visible .entry k()\n{\n\t.reg .b32 %r<3>;\n$L1:\n\tmov.u32 %r1, 1;\n@%p1 bra $L1;\n\tmov.u32 %r2, 2;\n\tret;\n}\n"
+    assert lens.census(ptx) == {"mov.u32": 2, "bra": 1, "ret": 1}
+    assert lens.census(ptx, ["mov", "ret"]) == {"mov": 2, "ret": 1}
+    ex = lens.excerpt(ptx, "bra", context=1)
+    assert ">    7  @%p1 bra $L1;" in ex and "mov.u32 %r1" in ex
+    assert lens.excerpt(ptx, "nothing").startswith("// no line")

@@ -1,0 +1,64 @@
+"""Softmax host side on the CPU: the picker, config limits and every validation message."""
+import pytest
+import torch
+
+from multicta_kernels import softmax
+from multicta_kernels.hardware import UnsupportedHardwareError, tier
+
+
+@pytest.mark.parametrize("N", [1, 2, 3, 255, 256, 1000, 3000, 16385, 32768, 32769, 50000, 262144, 524288])
+def test_picker_covers_every_width(N):
+    cfg = softmax.pick_config(N)
+    assert cfg.block_n >= N and cfg.block_n & (cfg.block_n - 1) == 0
+    assert cfg.values_per_thread <= softmax.MAX_VALUES_PER_THREAD
+    assert (cfg.num_ctas == 1) == (N <= softmax.ONE_CTA_MAX_N)
+    assert cfg.reasons and str(cfg.num_ctas) in cfg.explain()
+
+
+def test_picker_refuses_rows_beyond_a_cluster():
+    with pytest.raises(ValueError, match="online softmax"):
+        softmax.pick_config(softmax.MAX_N + 1)
+
+
+@pytest.mark.parametrize("kwargs, msg", [
+    (dict(N=4096, num_ctas=3), "num_ctas must be a power of two"),
+    (dict(N=4096, num_ctas=32), "num_ctas must be a power of two"),
+    (dict(N=4096, num_warps=0), "num_warps"),
+    (dict(N=1 << 18, num_ctas=1, num_warps=4), "spill"),
+    (dict(N=2, num_ctas=4), "cannot be split over 4 CTAs"),
+    (dict(N=0), "positive integer"),
+    (dict(N=64, dtype="float64"), "supports"),
+])
+def test_make_config_rejects(kwargs, msg):
+    with pytest.raises((ValueError, TypeError), match=msg):
+        softmax.make_config(**kwargs)
+
+
+@pytest.mark.parametrize("x, exc, msg", [
+    ([[1.0]], TypeError, "torch.Tensor"),
+    (torch.randn(2, 3, 4), ValueError, "2-D"),
+    (torch.randn(5), ValueError, "2-D"),
+    (torch.randn(2, 3, dtype=torch.float64), TypeError, "float32, float16 and bfloat16"),
+    (torch.randint(0, 4, (2, 3)), TypeError, "float32"),
+    (torch.randn(2, 3), ValueError, r"x.cuda\(\)"),
+])
+def test_bad_inputs_name_the_fix(x, exc, msg):
+    with pytest.raises(exc, match=msg):
+        softmax.multicta_softmax(x)
+
+
+@pytest.mark.skipif(tier().name != "cpu", reason="checks the CPU-only refusal")
+def test_cpu_only_machine_refuses_before_writing(monkeypatch):
+    # Pretend the tensor is on a GPU so the tier check is what refuses.
+    import multicta_kernels.softmax as sm
+
+    class FakeCuda(torch.Tensor):
+        @property
+        def device(self):
+            return torch.device("cuda", 0)
+
+    x = torch.randn(4, 8).as_subclass(FakeCuda)
+    out = torch.full((4, 8), 7.0).as_subclass(FakeCuda)
+    with pytest.raises(UnsupportedHardwareError, match="Hopper"):
+        sm.multicta_softmax(x, out)
+    assert (out.as_subclass(torch.Tensor) == 7.0).all(), "nothing may be written on error"

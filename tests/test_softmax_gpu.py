@@ -1,0 +1,76 @@
+"""The softmax against torch.softmax on a real GPU: fresh random data, output poisoned first."""
+import pytest
+import torch
+
+from multicta_kernels.softmax import make_config, multicta_softmax, pick_config
+
+pytestmark = pytest.mark.hopper
+
+SHAPES = [(1, 1), (7, 1), (3, 2), (64, 256), (33, 1000), (128, 1024), (5, 3000), (17, 4096), (16, 16385),
+          (4, 32768), (3, 50000), (8, 65536), (2, 131072), (2, 200000), (3, 262144), (1, 524288)]
+
+
+def _check(x, out, ref_dtype=torch.float32, atol=1e-5, rtol=1e-5):
+    ref = torch.softmax(x.to(ref_dtype), dim=1)
+    assert not torch.isnan(out).any(), "some output elements were never written"
+    torch.testing.assert_close(out.to(ref_dtype), ref, atol=atol, rtol=rtol)
+
+
+def _poisoned(shape, dtype=torch.float32):
+    return torch.full(shape, float("nan"), device="cuda", dtype=dtype)
+
+
+@pytest.mark.parametrize("M, N", SHAPES)
+def test_matches_torch_fp32(M, N):
+    x = torch.randn(M, N, device="cuda") * 3
+    out = _poisoned((M, N))
+    multicta_softmax(x, out)
+    _check(x, out)
+
+
+@pytest.mark.parametrize("N", [100, 4096, 70000])
+def test_strided_rows(N):
+    wide = torch.randn(9, N + 37, device="cuda")
+    x = wide[:, 5:5 + N]                      # row stride N + 37, misaligned start
+    out_wide = _poisoned((9, N + 11))
+    out = out_wide[:, :N]
+    multicta_softmax(x, out)
+    _check(x, out)
+    assert torch.isnan(out_wide[:, N:]).all(), "wrote outside the output view"
+
+
+@pytest.mark.parametrize("dtype, atol", [(torch.float16, 2e-3), (torch.bfloat16, 1e-2)])
+@pytest.mark.parametrize("M, N", [(31, 777), (4, 65536)])
+def test_half_precision(dtype, atol, M, N):
+    x = torch.randn(M, N, device="cuda").to(dtype)
+    out = _poisoned((M, N), dtype)
+    multicta_softmax(x, out)
+    _check(x, out, atol=atol, rtol=1e-2)
+
+
+@pytest.mark.parametrize("two_pass", [False, True])
+@pytest.mark.parametrize("num_ctas", [1, 2, 4, 8, 16])
+def test_every_cluster_size(num_ctas, two_pass):
+    """Same rows, every cluster size, both kernels: the cross-CTA reductions must agree with torch.
+    N = 40000 leaves the last CTAs of a 16-CTA cluster with no valid column at all."""
+    N = 40000
+    x = torch.randn(6, N, device="cuda")
+    for warps in (4, 16):
+        if 65536 // (num_ctas * warps * 32) > 64:
+            continue
+        out = _poisoned(x.shape)
+        multicta_softmax(x, out, config=make_config(N, num_ctas, warps, 1), two_pass=two_pass)
+        _check(x, out)
+
+
+def test_in_place_and_extreme_values():
+    x = torch.randn(16, 5000, device="cuda") * 80      # exp would overflow without the max shift
+    x[3, 17] = float("-inf")
+    ref = torch.softmax(x, dim=1)
+    multicta_softmax(x, x)
+    torch.testing.assert_close(x, ref, atol=1e-5, rtol=1e-5)
+
+
+def test_picked_configs_cover_the_range():
+    for N in (1, 256, 1000, 16384, 262144, 524288):
+        assert pick_config(N).block_n >= N
