@@ -28,6 +28,7 @@ RESULTS = ROOT / "results"
 BENCHMARKS = {
     "softmax": "multicta_kernels.softmax:benchmark",
     "softmax-sweep": "multicta_kernels.softmax:sweep",
+    "softmax-sweep-wide": "multicta_kernels.softmax:sweep_wide",
 }
 
 REQUIRED = ("benchmark", "gpu", "date", "triton", "method", "ceilings", "columns", "rows")

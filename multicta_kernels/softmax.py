@@ -304,6 +304,7 @@ def softmax_two_pass_spec(num_ctas: int = 1, N: int | None = None, num_warps: in
 SEED_SHAPES = [(32768, 256), (32768, 512), (32768, 1024), (32768, 2048), (32768, 4096), (32768, 8192),
                (32768, 16384), (32768, 32768), (32768, 65536), (16384, 131072), (8192, 262144)]
 ODD_SHAPES = [(32768, 1000), (32768, 3000), (16384, 50000), (8192, 200000)]
+WIDE_SHAPES = [(32768, 65536), (16384, 131072), (8192, 262144), (16384, 50000), (8192, 200000)]
 
 
 def candidates(N: int, dtype: str = "float32", max_ctas: int = MAX_CTAS):
@@ -316,7 +317,7 @@ def candidates(N: int, dtype: str = "float32", max_ctas: int = MAX_CTAS):
         for w in (1, 2, 4, 8, 16):
             for vpt in (16, 32, 64):
                 bm = vpt * 32 * w * c // block_n
-                if bm < 1 or (bm > 1 and c > 1):   # stacking rows only pays when one CTA holds a row
+                if bm < 1 or bm > 64:     # bm > 1: rows stacked in one program (sharing its barriers)
                     continue
                 try:
                     cfg = make_config(N, c, w, bm, dtype)
@@ -364,6 +365,11 @@ def sweep(quick: bool = False, log=print, shapes=None) -> dict:
             "columns": ["M", "N", "num_ctas", "num_warps", "block_m", "values_per_thread", "time_us",
                         "gbps", "fraction_of_copy", "max_abs_err"],
             "rows": rows}
+
+
+def sweep_wide(quick: bool = False, log=print) -> dict:
+    """The sweep, restricted to rows that need a cluster (WIDE_SHAPES)."""
+    return sweep(log=log, shapes=WIDE_SHAPES[:2] if quick else WIDE_SHAPES)
 
 
 def benchmark(quick: bool = False, log=print) -> dict:
