@@ -10,6 +10,7 @@ One module per idea, in book order:
 ``layouts``               ownership maps (CTA, warp, lane, register) parsed from
                           Triton's own layout views, and the heatmaps drawn from them
 ``softmax``               chapter 1: a row sharded over a cluster of 1 to 16 CTAs
+``barriers``              chapter 2: multi-CTA mbarriers, a model and kernels that prove it
 ``bench``                 ceilings, timing and the results store; ``python -m
                           multicta_kernels.bench NAME --out results/...``
 ``plots``                 benchmark figures with ceilings drawn as lines

@@ -29,6 +29,7 @@ BENCHMARKS = {
     "softmax": "multicta_kernels.softmax:benchmark",
     "softmax-sweep": "multicta_kernels.softmax:sweep",
     "softmax-sweep-wide": "multicta_kernels.softmax:sweep_wide",
+    "barriers": "multicta_kernels.barriers:benchmark",
 }
 
 REQUIRED = ("benchmark", "gpu", "date", "triton", "method", "ceilings", "columns", "rows")

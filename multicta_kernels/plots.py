@@ -79,3 +79,21 @@ def reference(ref, column, *, x="N", ax=None, label=None):
     ax.set_title(f"REFERENCE, not measured here: {ref['gpu']}\nsource: {ref['source'].split(';')[0]}",
                  fontsize=8)
     return ax
+
+
+def latency(result, *, x="num_ctas", y="ns_per_round", by="what", ax=None, title=None):
+    """Cost per round (ns) against cluster size, one line per kind of hand-off."""
+    import matplotlib.pyplot as plt
+    ax = ax or plt.subplots(figsize=(7, 3.8))[1]
+    recs = bench.records(result)
+    for i, kind in enumerate(dict.fromkeys(r[by] for r in recs)):
+        pts = sorted((r[x], r[y]) for r in recs if r[by] == kind)
+        ax.plot(*zip(*pts), marker="os^vD"[i % 5], color=PALETTE[[4, 5, 2, 0, 6][i % 5]], label=kind)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("CTAs per cluster")
+    ax.set_ylabel("cost per round (ns)")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title(title or f"measured on {_label_gpu(result)}", fontsize=10)
+    return ax

@@ -20,7 +20,9 @@ def test_recorded_results_are_complete(path):
         assert r["reference"] is True and r["source"]
     else:
         assert r["gpu"] and r["triton"] == "3.9.0" and r["method"]["timer"]
-        assert r["ceilings"]["copy_gbps"] > 0
+        assert isinstance(r["ceilings"], dict)
+        if r["benchmark"].startswith("softmax"):
+            assert r["ceilings"]["copy_gbps"] > 0
     assert all(len(row) == len(r["columns"]) for row in r["rows"])
 
 

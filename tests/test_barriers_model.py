@@ -1,0 +1,115 @@
+"""The mbarrier model, checked against what Triton compiles, and its error messages."""
+import random
+
+import pytest
+
+from multicta_kernels import barriers, lens
+from multicta_kernels.barriers import BarrierLayoutModel, BarrierSim
+
+
+def test_seed_example_pairs_of_eight():
+    m = BarrierLayoutModel.of([[0], [1], [2]], 8)
+    assert m.num_barriers == 4 and m.group_size == 2
+    assert m.groups() == [[0, 1], [2, 3], [4, 5], [6, 7]]
+    assert [m.leader(c) for c in range(8)] == [0, 0, 2, 2, 4, 4, 6, 6]
+    assert m.init_count(3) == 6 and m.expect_bytes(1024) == 2048
+
+
+def test_identity_is_one_barrier_per_cta():
+    m = BarrierLayoutModel.of([[1], [2], [4], [8]], 16)
+    assert m.num_barriers == 16 and all(m.leader(c) == c for c in range(16))
+
+
+def test_interleaved_zeros():
+    m = BarrierLayoutModel.of([[1], [0], [2]], 8)          # bit 1 is broadcast: CTAs c and c^2 share
+    assert m.groups() == [[0, 2], [1, 3], [4, 6], [5, 7]]
+    assert m.leader(7) == 5
+
+
+def _random_layout(rng, n):
+    bases, nxt = [], 1
+    for _ in range(n):
+        if rng.random() < 0.5:
+            bases.append([0])
+        else:
+            bases.append([nxt])
+            nxt *= 2
+    return bases
+
+
+CASES = [([[0], [1], [2]], 8), ([[1], [2], [4]], 8), ([[0], [0]], 4), ([[0]], 2), ([[1], [0], [2], [0]], 16)]
+CASES += [(_random_layout(random.Random(s), n), 1 << n) for s, n in zip(range(8), [1, 2, 3, 4, 2, 3, 4, 4])]
+
+
+@pytest.mark.parametrize("bases, num_ctas", CASES, ids=str)
+def test_model_matches_compiled_code(bases, num_ctas):
+    m = BarrierLayoutModel.of(bases, num_ctas)
+    facts = barriers.compiled_facts(bases, num_ctas, count=3)
+    assert facts["init_count"] == m.init_count(3)                     # rule 1: count x group size
+    shared = m.group_size > 1
+    assert facts["remote_arrive"] == shared                           # rule 3: arrivals go to the leader
+    assert facts["init_fence"] == shared == facts["relaxed_cluster_barrier"]
+
+
+@pytest.mark.parametrize("bases, ctas, msg", [
+    ([[1]], 4, "exactly 2 bases"),
+    ([[2], [1]], 4, "expected \\[1\\]"),
+    ([[1, 0]], 2, "one entry"),
+    ([[1]], 3, "power of two"),
+])
+def test_invalid_layouts_are_explained(bases, ctas, msg):
+    with pytest.raises(ValueError, match=msg):
+        BarrierLayoutModel.of(bases, ctas)
+
+
+def test_two_ctas_needs_a_zero_first_basis():
+    with pytest.raises(ValueError, match="basis 0 must be"):
+        barriers.check_barrier_layout([[1], [0]], 4, two_ctas=True)
+    assert barriers.check_barrier_layout([[0], [1]], 4, two_ctas=True) == [[0], [1]]
+
+
+def test_broadcast_arrive_targets():
+    assert barriers.broadcast_targets(0, 4) == {0: [0, 1, 2, 3]}
+    assert barriers.broadcast_targets(0b110, 8) == {0: [0, 1], 2: [2, 3], 4: [4, 5], 6: [6, 7]}
+    assert barriers.broadcast_targets(3, 4) == {c: [c] for c in range(4)}       # the default: to itself
+    with pytest.raises(ValueError, match="mask"):
+        barriers.broadcast_targets(8, 8)
+
+
+def test_sim_phases_and_parity():
+    sim = BarrierSim(BarrierLayoutModel.of([[0]], 2))
+    sim.init(1)                                   # leader CTA 0, count 2
+    assert not sim.wait(0, 0)                     # nobody arrived: the wait for phase 0 blocks
+    sim.arrive(1)
+    assert not sim.wait(0, 0)
+    sim.arrive(0)
+    assert sim.wait(0, 0)                         # phase 0 complete
+    assert not sim.wait(0, 1)
+    sim.arrive(0); sim.arrive(1)
+    assert sim.wait(0, 1) and not sim.wait(0, 0)  # the one-phase bug: waiting on parity 0 again blocks
+    assert any("remote" in row[3] for row in barriers.trace_table(sim))
+
+
+def test_sim_expect_and_bytes():
+    sim = BarrierSim(BarrierLayoutModel.of([[0], [1]], 4))     # pairs {0, 1} and {2, 3}
+    sim.init(1)
+    sim.expect(0, 100)                            # leader: 200 bytes, one arrival
+    sim.expect(1, 100)                            # non-leader: an arrival on CTA 0
+    assert not sim.wait(0, 0)
+    sim.bytes_arrive(0, 100); sim.bytes_arrive(1, 100)
+    assert sim.wait(0, 0)
+    for cta in (0, 1):                            # the next phase needs a fresh set of arrivals
+        assert not sim.wait(0, 1)
+        sim.arrive(cta)
+    assert sim.wait(0, 1)
+    with pytest.raises(RuntimeError, match="more bytes"):
+        sim.bytes_arrive(2, 1)
+
+
+def test_warp_specialize_rules():
+    with pytest.raises(lens.LensCompileError, match="cannot be used inside `ttg.warp_specialize`"):
+        lens.compile(barriers.warp_specialize_spec("init_inside"), "sm_90a")
+    for target in ("sm_90a", "sm_100a"):
+        k = lens.compile(barriers.warp_specialize_spec("cluster_barrier_inside"), target)
+        counts = k.census(["mbarrier.arrive.release.cluster.shared::cluster", "mbarrier.try_wait.parity.acquire.cluster"])
+        assert all(counts.values()), counts        # 3.9 lowers it to a cross-CTA mbarrier hand-shake
