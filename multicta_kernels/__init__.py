@@ -9,6 +9,8 @@ One module per idea, in book order:
                           and read its PTX: excerpts and an instruction census
 ``layouts``               ownership maps (CTA, warp, lane, register) parsed from
                           Triton's own layout views, and the heatmaps drawn from them
+``foundations``           Part 0: plain Triton kernels (interpreted on a CPU) for the basics
+``tile_order``            tile orders and their L2 traffic (Part 0, chapter 5)
 ``softmax``               chapter 1: a row sharded over a cluster of 1 to 16 CTAs
 ``barriers``              chapter 2: multi-CTA mbarriers, a model and kernels that prove it
 ``bench``                 ceilings, timing and the results store; ``python -m

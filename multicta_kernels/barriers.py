@@ -552,3 +552,15 @@ def draw_groups(model: BarrierLayoutModel, ax=None, title: str | None = None):
     ax.set_title(title or f"cga_layout={bases}: {model.num_barriers} barrier(s), groups of "
                           f"{model.group_size} (* = leader)", fontsize=9)
     return ax
+
+
+def cluster_barrier_in_partition(num_ctas: int = 2) -> bool:
+    """Launch the kernel whose worker partition calls ``hopper.cluster.barrier()``; True once it
+    has completed (on the H200 it completes: 3.9 lowers the barrier to an mbarrier hand-shake)."""
+    import torch
+    _check_ctas(num_ctas)
+    require(HOPPER, "cluster_barrier_in_partition")
+    cluster_barrier_in_partition_kernel[(1,)](group_all=_layouts(num_ctas)["group_all"], num_warps=4,
+                                              num_ctas=num_ctas)
+    torch.cuda.synchronize()
+    return True

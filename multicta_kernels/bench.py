@@ -30,6 +30,7 @@ BENCHMARKS = {
     "softmax-sweep": "multicta_kernels.softmax:sweep",
     "softmax-sweep-wide": "multicta_kernels.softmax:sweep_wide",
     "barriers": "multicta_kernels.barriers:benchmark",
+    "device": "multicta_kernels.foundations:device_properties",
 }
 
 REQUIRED = ("benchmark", "gpu", "date", "triton", "method", "ceilings", "columns", "rows")

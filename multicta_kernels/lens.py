@@ -44,6 +44,7 @@ class KernelSpec:
     targets: tuple = ("sm_90a", "sm_100a")
     expect: tuple = ()           # substrings that must appear in the PTX for every target
     divisible: tuple = ()        # arguments assumed 16-divisible, as Triton specialises at launch
+    language: str = "gluon"      # or "triton" for plain tl kernels (Part 0)
     params: tuple = ()           # the (key, value) pairs the spec was built from
 
 
@@ -62,7 +63,7 @@ def register(name: str, examples: list[dict] | None = None):
 
 def _load_kernel_modules():
     # Importing the kernel modules fills the registry; keep this list in book order.
-    from multicta_kernels import barriers, softmax  # noqa: F401
+    from multicta_kernels import barriers, foundations, softmax  # noqa: F401
 
 
 def registered() -> dict[str, list[dict]]:
@@ -112,15 +113,18 @@ def _compile_cached(name, target, params):
 def _compile_spec(s: KernelSpec, target: str) -> Compiled:
     import triton
     from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
     from triton.experimental.gluon._runtime import GluonASTSource
 
     if target not in TARGETS:
         raise ValueError(f"unknown target {target!r}; the lens knows {sorted(TARGETS)}")
     if target not in s.targets:
         raise ValueError(f"{s.name} is written for {', '.join(s.targets)} only, not {target}")
-    names = list(s.fn.arg_names)
+    fn = getattr(s.fn, "compiled", s.fn)     # a tl kernel made for the interpreter carries its JIT twin
+    names = list(fn.arg_names)
     attrs = {(names.index(a),): [["tt.divisibility", 16]] for a in s.divisible}
-    src = GluonASTSource(s.fn, s.signature, s.constexprs, attrs)
+    source = ASTSource if s.language == "triton" else GluonASTSource
+    src = source(fn, s.signature, s.constexprs, attrs)
     with _captured_stderr() as err:
         try:
             k = triton.compile(src, target=GPUTarget("cuda", TARGETS[target], 32), options=dict(s.options))

@@ -37,3 +37,8 @@ def test_cost_kernel_runs(num_ctas):
         barriers.barrier_cost_kernel[(1,)](out, 101, MODE=mode, group_all=group_all, num_warps=1, num_ctas=num_ctas)
         torch.cuda.synchronize()
         assert out.item() == 1               # 101 phase flips end on parity 1
+
+
+@pytest.mark.parametrize("num_ctas", [2, 16])
+def test_cluster_barrier_inside_warp_specialize_completes(num_ctas):
+    assert barriers.cluster_barrier_in_partition(num_ctas)

@@ -1,0 +1,376 @@
+"""Part 0: Triton foundations, the ground the rest of the book stands on.
+
+Plain ``tl`` kernels: programs and masks, grids, JIT and its cache, TMA descriptors, a persistent
+grouped matmul, epilogue sub-tiling, hints, atomics, and a kernel wrapped in
+``torch.autograd.Function``. On a GPU they compile and run as usual; on a CPU they run under
+Triton's interpreter (the :func:`kernel` decorator builds both), and the lens compiles the very
+same functions for sm_90a / sm_100a.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+
+import multicta_kernels  # noqa: F401
+import triton
+import triton.language as tl
+
+from . import lens
+from .hardware import tier
+
+
+@contextlib.contextmanager
+def _interpret(on: bool):
+    saved = os.environ.get("TRITON_INTERPRET")
+    os.environ["TRITON_INTERPRET"] = "1" if on else "0"
+    try:
+        yield
+    finally:
+        if saved is None:
+            del os.environ["TRITON_INTERPRET"]
+        else:
+            os.environ["TRITON_INTERPRET"] = saved
+
+
+def on_gpu() -> bool:
+    return tier().name != "cpu"
+
+
+def kernel(fn=None, **jit_kwargs):
+    """``@triton.jit`` on a GPU; on a CPU, Triton's interpreter (chosen when ``@triton.jit`` runs,
+    so the decorator sets ``TRITON_INTERPRET`` just for this kernel). Either way ``.compiled``
+    is the real JIT function that the lens compiles."""
+    def wrap(f):
+        with _interpret(False):
+            compiled = triton.jit(f, **jit_kwargs)
+        if on_gpu():
+            return compiled
+        with _interpret(True):
+            interpreted = triton.jit(f, **jit_kwargs)
+        interpreted.compiled = compiled
+        return interpreted
+    return wrap(fn) if fn is not None else wrap
+
+
+def device() -> str:
+    return "cuda" if on_gpu() else "cpu"
+
+
+# ------------------------------------------------------------------------ programs, grids, masks
+
+@kernel
+def where_am_i_kernel(pid_out, n, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)                      # which program am I?
+    offs = pid * BLOCK + tl.arange(0, BLOCK)    # the elements I own
+    mask = offs < n                             # the last program may run past the end
+    tl.store(pid_out + offs, pid, mask=mask)
+
+
+def programs_demo(n: int = 10, block: int = 4):
+    """Which program writes each element, for n elements in blocks of ``block``; -1 = nobody.
+    The output has room for the whole last block, so the masked lanes are visible."""
+    import torch
+    grid = triton.cdiv(n, block)
+    out = torch.full((grid * block,), -1, dtype=torch.int32, device=device())
+    where_am_i_kernel[(grid,)](out, n, BLOCK=block)
+    return grid, out.cpu().tolist()
+
+
+@kernel
+def grid_ids_kernel(out):
+    i, j, k = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    flat = (k * tl.num_programs(1) + j) * tl.num_programs(0) + i
+    tl.store(out + flat, i * 100 + j * 10 + k)
+
+
+def grid_demo(grid):
+    """Run a 1-, 2- or 3-D grid; return each program's (axis 0, 1, 2) ids, flattened axis-0 fastest."""
+    import torch
+    g = tuple(grid) + (1,) * (3 - len(grid))
+    out = torch.full((g[0] * g[1] * g[2],), -1, dtype=torch.int32, device=device())
+    grid_ids_kernel[tuple(grid)](out)
+    return [(v // 100, v // 10 % 10, v % 10) for v in out.cpu().tolist()]
+
+
+# ----------------------------------------------------------------------------- JIT and autograd
+
+@kernel
+def scale_kernel(x_ptr, y_ptr, n, alpha, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask) * alpha, mask=mask)
+
+
+def scale(x, alpha: float, block: int = 1024):
+    import torch
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point():
+        raise TypeError("scale needs a floating-point torch.Tensor")
+    x = x.contiguous()
+    y = torch.empty_like(x)
+    n = x.numel()
+    scale_kernel[(triton.cdiv(n, block),)](x, y, n, alpha, BLOCK=block)
+    return y
+
+
+def _doubling():
+    import torch
+
+    class TritonDouble(torch.autograd.Function):
+        """y = 2x with a Triton kernel forward and a Triton kernel backward."""
+
+        @staticmethod
+        def forward(ctx, x):
+            ctx.factor = 2.0                   # any Python object can ride on ctx
+            return scale(x, ctx.factor)
+
+        @staticmethod
+        def backward(ctx, grad_out):
+            return scale(grad_out, ctx.factor)   # d(2x)/dx = 2
+
+    return TritonDouble
+
+
+def seed_autograd_example(x_value: float = 5.0, target: float = 100.0, weight: float = 3.0, use_triton=True):
+    """out = double(x) * w, loss = (out - target)^2. Returns (dloss/dx, dloss/dw)."""
+    import torch
+
+    class Double(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            ctx.factor = 2.0
+            return x * ctx.factor
+
+        @staticmethod
+        def backward(ctx, grad_out):
+            (x,) = ctx.saved_tensors           # saved for show: this backward doesn't need x
+            return grad_out * ctx.factor
+
+    fn = _doubling() if use_triton else Double
+    x = torch.tensor([x_value], requires_grad=True, device=device())
+    w = torch.tensor([weight], requires_grad=True, device=device())
+    loss = ((fn.apply(x) * w - target) ** 2).sum()
+    loss.backward()
+    return x.grad.item(), w.grad.item()
+
+
+# ---------------------------------------------------------------------------------------- TMA
+
+@kernel
+def tma_scale_kernel(a_ptr, b_desc, M, N, BM: tl.constexpr, BN: tl.constexpr):
+    # Device-side descriptor for A (needs scratch memory: triton.set_allocator);
+    # host-side descriptor for B, built with TensorDescriptor.from_tensor.
+    a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, N], strides=[N, 1], block_shape=[BM, BN])
+    m, n = tl.program_id(0) * BM, tl.program_id(1) * BN
+    b_desc.store([m, n], a_desc.load([m, n]) * 2)
+
+
+def tma_double(a, bm: int = 32, bn: int = 32):
+    import torch
+    from triton.tools.tensor_descriptor import TensorDescriptor
+    if a.dim() != 2 or a.stride(1) != 1 or (a.stride(0) * a.element_size()) % 16:
+        raise ValueError("TMA needs a 2-D tensor with unit inner stride and 16-byte aligned rows")
+    triton.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8, device=a.device))
+    b = torch.empty_like(a)
+    M, N = a.shape
+    tma_scale_kernel[(triton.cdiv(M, bm), triton.cdiv(N, bn))](a, TensorDescriptor.from_tensor(b, [bm, bn]),
+                                                                M, N, BM=bm, BN=bn)
+    return b
+
+
+# ------------------------------------------------------------- a persistent, grouped matmul
+
+@kernel
+def persistent_matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, NUM_PROGRAMS,
+                             BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr):
+    pid = tl.program_id(0)
+    m_tiles, n_tiles = (M + BM - 1) // BM, (N + BN - 1) // BN    # tl.cdiv, spelled out
+    num_tiles = m_tiles * n_tiles
+    rk = tl.arange(0, BK)
+    # Two counters: `tile` is the tile being computed, `prev` the one whose result is still to be
+    # stored. Storing tile i-1 after tile i's loads are issued lets the store overlap the math.
+    prev_m, prev_n = -1, -1
+    prev_acc = tl.full((BM, BN), 0.0, tl.float32)
+    for tile in range(pid, num_tiles, NUM_PROGRAMS):
+        per_group = GROUP_M * n_tiles                         # grouped order (tile_order.grouped)
+        first_m = tile // per_group * GROUP_M
+        rows = tl.minimum(m_tiles - first_m, GROUP_M)
+        tm = first_m + (tile % per_group) % rows
+        tn = (tile % per_group) // rows
+        rm = tm * BM + tl.arange(0, BM)
+        rn = tn * BN + tl.arange(0, BN)
+        acc = tl.full((BM, BN), 0.0, tl.float32)
+        for k in range(0, K, BK):
+            a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :], mask=(rm[:, None] < M) & ((k + rk)[None, :] < K), other=0.0)
+            b = tl.load(b_ptr + (k + rk)[:, None] * N + rn[None, :], mask=((k + rk)[:, None] < K) & (rn[None, :] < N), other=0.0)
+            acc = tl.dot(a, b, acc)
+        if prev_m >= 0:                                       # the epilogue of the previous tile
+            pm = prev_m * BM + tl.arange(0, BM)
+            pn = prev_n * BN + tl.arange(0, BN)
+            tl.store(c_ptr + pm[:, None] * N + pn[None, :], prev_acc, mask=(pm[:, None] < M) & (pn[None, :] < N))
+        prev_m, prev_n, prev_acc = tm, tn, acc
+    if prev_m >= 0:
+        pm = prev_m * BM + tl.arange(0, BM)
+        pn = prev_n * BN + tl.arange(0, BN)
+        tl.store(c_ptr + pm[:, None] * N + pn[None, :], prev_acc, mask=(pm[:, None] < M) & (pn[None, :] < N))
+
+
+def num_sms() -> int:
+    """SMs of this GPU; on a CPU, the H200's count from the recorded device properties."""
+    import torch
+    if on_gpu():
+        return torch.cuda.get_device_properties(0).multi_processor_count
+    from . import bench
+    try:
+        props = dict(bench.load("h200/device.json")["rows"])
+    except FileNotFoundError:
+        raise FileNotFoundError("no GPU here and no recorded device properties: record them on a GPU with "
+                                "python -m multicta_kernels.bench device --out results/h200/device.json") from None
+    return int(props["multi_processor_count"])
+
+
+def persistent_matmul(a, b, *, bm=32, bn=32, bk=32, group_m=4, programs: int | None = None):
+    """C = A @ B (fp32 accumulate) with a persistent grid of min(SMs, tiles) programs."""
+    import torch
+    if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
+        raise ValueError(f"need (M, K) @ (K, N), got {tuple(a.shape)} @ {tuple(b.shape)}")
+    a, b = a.contiguous(), b.contiguous()
+    M, K = a.shape
+    N = b.shape[1]
+    c = torch.empty((M, N), device=a.device, dtype=torch.float32)
+    tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
+    p = min(programs or num_sms(), tiles)
+    persistent_matmul_kernel[(p,)](a, b, c, M, N, K, p, BM=bm, BN=bn, BK=bk, GROUP_M=group_m)
+    return c
+
+
+# -------------------------------------------------------------------------- epilogue sub-tiling
+
+@kernel
+def split_epilogue_kernel(x_ptr, y_ptr, BM: tl.constexpr, BN: tl.constexpr):
+    r = tl.arange(0, BM)[:, None]
+    acc = tl.load(x_ptr + r * BN + tl.arange(0, BN)[None, :])     # stands for a matmul accumulator
+    # [BM, BN] -> [BM, 2, BN/2] -> [BM, BN/2, 2] -> two [BM, BN/2] halves
+    left, right = acc.reshape(BM, 2, BN // 2).permute(0, 2, 1).split()
+    c = tl.arange(0, BN // 2)[None, :]
+    tl.store(y_ptr + r * BN + c, left)                 # two stores of half the width: with TMA,
+    tl.store(y_ptr + r * BN + BN // 2 + c, right)      # a staging buffer half the size
+
+
+def split_epilogue(x):
+    import torch
+    BM, BN = x.shape
+    y = torch.empty_like(x)
+    split_epilogue_kernel[(1,)](x.contiguous(), y, BM=BM, BN=BN)
+    return y
+
+
+# ---------------------------------------------------------------------- atomics, hints, metadata
+
+@kernel
+def locked_sum_kernel(lock, total, values):
+    pid = tl.program_id(0)
+    while tl.atomic_cas(lock, 0, 1) == 1:       # spin until we own the lock
+        pass
+    tl.store(total, tl.load(total) + tl.load(values + pid))   # the critical section
+    tl.debug_barrier()                          # all threads of the program are done with it
+    tl.atomic_xchg(lock, 0)                     # release
+
+
+def locked_sum(values):
+    import torch
+    lock = torch.zeros(1, dtype=torch.int32, device=values.device)
+    total = torch.zeros(1, dtype=values.dtype, device=values.device)
+    locked_sum_kernel[(values.numel(),)](lock, total, values, num_warps=1)
+    return total.item()
+
+
+def _launch_metadata(grid, kernel, args):
+    """What a profiler (proton, nsys through Triton's hooks) shows for each launch of hinted_copy."""
+    n = args["n"]
+    return {"name": f"hinted_copy n={n}", "bytes": 2 * 4 * n}
+
+
+@kernel(launch_metadata=_launch_metadata)
+def hinted_copy_kernel(x_ptr, y_ptr, n, start, BLOCK: tl.constexpr, HINT: tl.constexpr):
+    offs = start + tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    if HINT:   # promise: blocks of BLOCK contiguous offsets starting at multiples of BLOCK
+        offs = tl.max_contiguous(tl.multiple_of(offs, BLOCK), BLOCK)
+    mask = offs < n
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask), mask=mask)
+
+
+@kernel
+def asin_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(y_ptr + offs, tl.extra.libdevice.asin(tl.load(x_ptr + offs, mask=mask)), mask=mask)
+
+
+# ------------------------------------------------------------------------------------------ lens
+
+def _tl_spec(name, fn, signature, constexprs, num_warps=4, divisible=(), expect=()):
+    return lens.KernelSpec(name=name, fn=fn, signature=signature, constexprs=constexprs,
+                           options={"num_warps": num_warps}, language="triton", divisible=divisible, expect=expect)
+
+
+@lens.register("tl_scale", examples=[{}])
+def scale_spec():
+    return _tl_spec("tl_scale", scale_kernel, {"x_ptr": "*fp32", "y_ptr": "*fp32", "n": "i32", "alpha": "fp32",
+                                               "BLOCK": "constexpr"}, {"BLOCK": 1024},
+                    divisible=("x_ptr", "y_ptr", "n"), expect=("ld.global.v4", "mul.f32"))
+
+
+@lens.register("tl_hinted_copy", examples=[{"hint": True}, {"hint": False}])
+def hinted_copy_spec(hint: bool = True):
+    return _tl_spec("tl_hinted_copy", hinted_copy_kernel,
+                    {"x_ptr": "*fp32", "y_ptr": "*fp32", "n": "i32", "start": "i32", "BLOCK": "constexpr",
+                     "HINT": "constexpr"}, {"BLOCK": 1024, "HINT": hint}, divisible=("x_ptr", "y_ptr", "n"),
+                    expect=("ld.global",))
+
+
+@lens.register("tl_asin", examples=[{}])
+def asin_spec():
+    return _tl_spec("tl_asin", asin_kernel, {"x_ptr": "*fp32", "y_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"},
+                    {"BLOCK": 1024}, divisible=("x_ptr", "y_ptr"), expect=("ld.global",))
+
+
+@lens.register("tl_persistent_matmul", examples=[{}])
+def persistent_matmul_spec():
+    return _tl_spec("tl_persistent_matmul", persistent_matmul_kernel,
+                    {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp32", "M": "i32", "N": "i32", "K": "i32",
+                     "NUM_PROGRAMS": "i32", "BM": "constexpr", "BN": "constexpr", "BK": "constexpr",
+                     "GROUP_M": "constexpr"}, {"BM": 128, "BN": 128, "BK": 64, "GROUP_M": 8}, num_warps=8,
+                    divisible=("a_ptr", "b_ptr", "c_ptr", "M", "N", "K"), expect=("mma",))
+
+
+# --------------------------------------------------------------------------- device properties
+
+PROPERTIES = ["name", "multi_processor_count", "max_threads_per_multi_processor", "regs_per_multiprocessor",
+              "warp_size", "shared_memory_per_block", "shared_memory_per_block_optin",
+              "shared_memory_per_multiprocessor", "L2_cache_size", "total_memory", "clock_rate",
+              "memory_clock_rate", "memory_bus_width"]
+
+
+def device_properties(quick: bool = False, log=print) -> dict:
+    """The GPU's hierarchy as the driver reports it, with the copy and cuBLAS ceilings of the same
+    run: recorded so the CPU build of Part 0 can show real numbers."""
+    import torch
+    from . import bench
+    props = torch.cuda.get_device_properties(0)
+    rows = [[k, getattr(props, k)] for k in PROPERTIES if hasattr(props, k)]
+    drv = triton.runtime.driver.active.utils.get_device_properties(0)
+    rows += [[f"triton_{k}", v] for k, v in sorted(drv.items())]
+    for k, v in rows:
+        log(f"[device] {k} = {v}")
+    copy = bench.copy_ceiling_gbps()
+    blas = bench.cublas_tflops()
+    torch_mm = bench.tflops(8192, 8192, 8192, bench.time_ms(
+        lambda a=torch.randn(8192, 8192, device="cuda", dtype=torch.float16),
+        b=torch.randn(8192, 8192, device="cuda", dtype=torch.float16): a @ b, cudagraph=False, rep=200))
+    log(f"[device] copy {copy:.0f} GB/s, cuBLAS fp16 {blas:.0f} TFLOP/s, torch.matmul fp16 {torch_mm:.0f} TFLOP/s")
+    return {"method": {"timer": "do_bench", "statistic": "median", "source": "torch.cuda.get_device_properties "
+                       "and triton.runtime.driver.active.utils.get_device_properties"},
+            "ceilings": {"copy_gbps": round(copy, 1), "cublas_fp16_tflops": {"8192x8192x8192": round(blas, 1)},
+                         "torch_matmul_fp16_tflops": {"8192x8192x8192": round(torch_mm, 1)}},
+            "columns": ["property", "value"], "rows": rows}

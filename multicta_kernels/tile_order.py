@@ -1,0 +1,93 @@
+"""Tile orders for matmul-like kernels, and what they cost in L2 traffic (Part 0, chapter 5).
+
+A program computes one ``[BM, BN]`` tile of ``C = A @ B`` from a row of ``K`` blocks of A and a
+column of ``K`` blocks of B. Programs that run at the same time share L2: the order in which
+program ids map to tiles decides how many blocks come from DRAM.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+
+
+def _check(m_tiles, n_tiles):
+    if not all(isinstance(v, int) and v > 0 for v in (m_tiles, n_tiles)):
+        raise ValueError(f"tile counts must be positive integers, got {m_tiles} x {n_tiles}")
+
+
+def row_major(m_tiles: int, n_tiles: int) -> list[tuple[int, int]]:
+    """pid -> (m, n): along each row of tiles, then the next row."""
+    _check(m_tiles, n_tiles)
+    return [(p // n_tiles, p % n_tiles) for p in range(m_tiles * n_tiles)]
+
+
+def grouped_tile(pid: int, m_tiles: int, n_tiles: int, group_m: int) -> tuple[int, int]:
+    """Triton's grouped order: walk down a band of ``group_m`` tile rows, column by column."""
+    per_group = group_m * n_tiles
+    group = pid // per_group
+    first_m = group * group_m
+    rows = min(m_tiles - first_m, group_m)          # the last band may be thinner
+    return first_m + (pid % per_group) % rows, (pid % per_group) // rows
+
+
+def grouped(m_tiles: int, n_tiles: int, group_m: int) -> list[tuple[int, int]]:
+    _check(m_tiles, n_tiles)
+    if not isinstance(group_m, int) or group_m < 1:
+        raise ValueError(f"group_m must be a positive integer, got {group_m!r}")
+    return [grouped_tile(p, m_tiles, n_tiles, group_m) for p in range(m_tiles * n_tiles)]
+
+
+def is_bijection(order, m_tiles: int, n_tiles: int) -> bool:
+    return sorted(order) == [(m, n) for m in range(m_tiles) for n in range(n_tiles)]
+
+
+def blocks_loaded(tiles, k_tiles: int) -> dict:
+    """Distinct A and B blocks that a set of tiles reads (each tile: K blocks of A, K of B)."""
+    rows = {m for m, _ in tiles}
+    cols = {n for _, n in tiles}
+    return {"A": len(rows) * k_tiles, "B": len(cols) * k_tiles, "total": (len(rows) + len(cols)) * k_tiles}
+
+
+def lru_dram_loads(order, k_tiles: int, capacity_blocks: int, concurrent: int) -> int:
+    """Blocks fetched from DRAM when tiles run ``concurrent`` at a time over an LRU L2 that holds
+    ``capacity_blocks`` blocks. Within a wave all tiles' blocks are requested before any is evicted."""
+    if capacity_blocks < 1 or concurrent < 1:
+        raise ValueError("capacity_blocks and concurrent must be at least 1")
+    cache: OrderedDict = OrderedDict()
+    misses = 0
+    for start in range(0, len(order), concurrent):
+        wave = order[start:start + concurrent]
+        wanted = []
+        for m, n in wave:
+            wanted += [("A", m, k) for k in range(k_tiles)] + [("B", n, k) for k in range(k_tiles)]
+        for key in dict.fromkeys(wanted):
+            if key in cache:
+                cache.move_to_end(key)
+            else:
+                misses += 1
+                cache[key] = True
+                while len(cache) > capacity_blocks:
+                    cache.popitem(last=False)
+    return misses
+
+
+def draw(order, m_tiles: int, n_tiles: int, ax=None, first: int | None = None, title: str | None = None):
+    """The tile grid, each tile labelled with the program id that computes it; the first
+    ``first`` programs (those running together) highlighted."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+    ax = ax or plt.subplots(figsize=(0.45 * n_tiles + 1, 0.45 * m_tiles + 0.8))[1]
+    grid = np.zeros((m_tiles, n_tiles))
+    for pid, (m, n) in enumerate(order):
+        grid[m, n] = pid
+    ax.imshow(grid, cmap="cividis", aspect="equal")
+    for pid, (m, n) in enumerate(order):
+        hot = first is not None and pid < first
+        ax.text(n, m, str(pid), ha="center", va="center", fontsize=7,
+                color="black" if hot else "white", weight="bold" if hot else None,
+                bbox=dict(boxstyle="square,pad=0.15", fc="#F0E442", ec="none") if hot else None)
+    ax.set_xlabel("tile column n (of C)")
+    ax.set_ylabel("tile row m (of C)")
+    ax.set_xticks(range(n_tiles))
+    ax.set_yticks(range(m_tiles))
+    ax.set_title(title or "program id per tile", fontsize=9)
+    return ax
