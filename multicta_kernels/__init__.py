@@ -13,6 +13,7 @@ One module per idea, in book order:
 ``tile_order``            tile orders and their L2 traffic (Part 0, chapter 5)
 ``softmax``               chapter 1: a row sharded over a cluster of 1 to 16 CTAs
 ``barriers``              chapter 2: multi-CTA mbarriers, a model and kernels that prove it
+``multicast``             chapter 3: operand layouts, TMA multicast, the TMA -> MMA loop
 ``bench``                 ceilings, timing and the results store; ``python -m
                           multicta_kernels.bench NAME --out results/...``
 ``plots``                 benchmark figures with ceilings drawn as lines

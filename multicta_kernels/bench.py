@@ -31,6 +31,7 @@ BENCHMARKS = {
     "softmax-sweep-wide": "multicta_kernels.softmax:sweep_wide",
     "barriers": "multicta_kernels.barriers:benchmark",
     "device": "multicta_kernels.foundations:device_properties",
+    "multicast": "multicta_kernels.multicast:benchmark",
 }
 
 REQUIRED = ("benchmark", "gpu", "date", "triton", "method", "ceilings", "columns", "rows")

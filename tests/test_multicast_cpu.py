@@ -1,0 +1,75 @@
+"""Chapter 3 on the CPU: operand layouts derived from the accumulator's, and input validation."""
+import random
+
+import pytest
+import torch
+
+from multicta_kernels import multicast as mc
+from multicta_kernels.layouts import check_cga_layout
+
+
+def test_seed_examples():
+    assert mc.operand_cga_layouts([(1, 0), (2, 0), (0, 1)]) == ([(1, 0), (2, 0), (0, 0)], [(0, 0), (0, 0), (0, 1)])
+    assert mc.operand_cga_layouts([(1, 0), (2, 0)], two_ctas=True) == ([(1, 0), (2, 0)], [(0, 1), (0, 0)])
+    assert mc.operand_cga_layouts([(1, 0), (0, 1)], two_ctas=True) == ([(1, 0), (0, 0)], [(0, 1), (0, 2)])
+
+
+def _random_acc(rng, n):
+    nxt, bases = [1, 1], []
+    for _ in range(n):
+        d = rng.randrange(2)
+        b = [0, 0]
+        b[d] = nxt[d]
+        nxt[d] *= 2
+        bases.append(tuple(b))
+    return bases
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_properties_on_random_layouts(seed):
+    rng = random.Random(seed)
+    acc = _random_acc(rng, rng.randrange(1, 5))
+    a, b = mc.operand_cga_layouts(acc)
+    assert all(x[1] == 0 for x in a) and all(x[0] == 0 for x in b)          # K is never split
+    assert [x[0] for x in a] == [m for m, _ in acc] and [x[1] for x in b] == [n for _, n in acc]
+    n = 1 << len(acc)
+    for c in range(n):                                                      # CTAs needing the same A share M bits
+        for d in range(n):
+            same_rows = mc.tile_of(acc, c)[0] == mc.tile_of(acc, d)[0]
+            assert (mc.tile_of(a, c) == mc.tile_of(a, d)) == same_rows
+    if acc[0] == (1, 0):
+        a2, b2 = mc.operand_cga_layouts(acc, two_ctas=True)
+        assert a2[0] == (1, 0) and b2[0] == (0, 1)
+        assert all(x[1] == 0 for x in a2[1:]) and all(x[0] == 0 for x in b2[1:])
+        check_cga_layout([list(x) for x in b2 if x != (0, 0)], 1 << sum(1 for x in b2 if x != (0, 0)), 2)
+
+
+def test_two_ctas_needs_an_m_pair():
+    with pytest.raises(ValueError, match="first basis to be \\(1, 0\\)"):
+        mc.operand_cga_layouts([(0, 1)], two_ctas=True)
+
+
+def test_multicast_masks():
+    a, b = mc.operand_cga_layouts([(1, 0), (2, 0), (0, 1)])
+    assert mc.multicast_mask(a, 0, 8) == 0b00010001          # CTAs 0 and 4 share A's first row block
+    assert mc.multicast_mask(b, 0, 8) == 0b00001111          # CTAs 0..3 share B's first column block
+    assert mc.receivers(b, 8) == {(0, 0): [0, 1, 2, 3], (0, 1): [4, 5, 6, 7]}
+
+
+@pytest.mark.parametrize("call, exc, msg", [
+    (lambda: mc.multicast_copy(torch.randn(64, 64, dtype=torch.float16), 3), ValueError, "power of two"),
+    (lambda: mc.multicast_copy(torch.randn(64, 64, dtype=torch.float16), 1), ValueError, "at least 2 CTAs"),
+    (lambda: mc.multicast_copy(torch.randn(64, 64, dtype=torch.float16), 32), ValueError, "power of two"),
+    (lambda: mc.multicast_copy(torch.randn(64, 64, dtype=torch.float16), 2), ValueError, "TMA needs GPU memory"),
+    (lambda: mc.hopper_multicast_matmul(torch.randn(64, 64, dtype=torch.float16), torch.randn(64, 64)),
+     TypeError, "both be float16"),
+    (lambda: mc.hopper_multicast_matmul(torch.randn(64, 32, dtype=torch.float16), torch.randn(64, 64, dtype=torch.float16)),
+     ValueError, "\\(M, K\\) @ \\(K, N\\)"),
+    (lambda: mc.hopper_multicast_matmul(torch.randn(64, 64, dtype=torch.float16), torch.randn(64, 64, dtype=torch.float16),
+                                        release="sometimes"), ValueError, "release must be"),
+])
+def test_bad_input(call, exc, msg):
+    with pytest.raises(exc, match=msg):
+        call()
+
+

@@ -1,0 +1,55 @@
+"""Chapter 3 on a GPU: multicast delivers the exact tile to every CTA; the multicast wgmma loop
+matches torch.matmul; the tcgen05 loop on Blackwell."""
+import pytest
+import torch
+
+from multicta_kernels import multicast as mc
+
+
+@pytest.mark.hopper
+@pytest.mark.parametrize("num_ctas", [2, 4, 8, 16])
+@pytest.mark.parametrize("shape, dtype", [((64, 64), torch.float16), ((128, 128), torch.bfloat16), ((32, 64), torch.float32)])
+@pytest.mark.parametrize("multicast", [True, False])
+def test_every_cta_receives_the_tile(num_ctas, shape, dtype, multicast):
+    x = torch.randn(shape, device="cuda").to(dtype)
+    bad, out = mc.multicast_copy(x, num_ctas, multicast=multicast)
+    assert bad.tolist() == [0] * num_ctas, f"mismatching elements per CTA: {bad.tolist()}"
+    assert torch.equal(out, x)
+
+
+def _rel_err(c, ref):
+    return ((c.float() - ref).norm() / ref.norm()).item()
+
+
+@pytest.mark.hopper
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("num_ctas, release", [(1, "cluster"), (2, "mbarrier"), (2, "cluster"), (4, "mbarrier"), (4, "cluster")])
+@pytest.mark.parametrize("M, N, K", [(256, 256, 512), (200, 136, 72), (512, 384, 1000)])
+def test_hopper_multicast_matmul(dtype, num_ctas, release, M, N, K):
+    a = torch.randn(M, K, device="cuda").to(dtype)
+    b = torch.randn(K, N, device="cuda").to(dtype)
+    c = mc.hopper_multicast_matmul(a, b, num_ctas=num_ctas, release=release)
+    assert _rel_err(c, a.float() @ b.float()) < 1e-2
+
+
+@pytest.mark.hopper
+@pytest.mark.parametrize("num_ctas, multicast", [(2, True), (8, True), (16, True), (4, False)])
+def test_tile_stream_sees_every_tile(num_ctas, multicast):
+    for release in ("cluster", "mbarrier"):
+        launch, _ = mc.tile_stream(num_ctas, multicast=multicast, release=release, clusters=8)
+        assert (launch() == 64).all()
+
+
+@pytest.mark.blackwell
+def test_blackwell_multicast_mma_seed_example():
+    a = torch.randn(512, 128, device="cuda", dtype=torch.float16)
+    b = torch.randn(128, 128, device="cuda", dtype=torch.float16)
+    c = mc.blackwell_multicast_mma(a, b)
+    torch.testing.assert_close(c, (a @ b), atol=1e-1, rtol=1e-2)
+
+
+@pytest.mark.hopper
+def test_misaligned_rows_are_refused():
+    x = torch.randn(64, 71, device="cuda", dtype=torch.float16)[:, :64]     # rows start every 142 bytes
+    with pytest.raises(ValueError, match="16-byte boundaries"):
+        mc.multicast_copy(x, 2)
