@@ -14,6 +14,7 @@ One module per idea, in book order:
 ``softmax``               chapter 1: a row sharded over a cluster of 1 to 16 CTAs
 ``barriers``              chapter 2: multi-CTA mbarriers, a model and kernels that prove it
 ``multicast``             chapter 3: operand layouts, TMA multicast, the TMA -> MMA loop
+``two_cta``               chapter 4: 2-CTA tcgen05 MMA, a 1-CTA kernel and its 2-CTA twin
 ``bench``                 ceilings, timing and the results store; ``python -m
                           multicta_kernels.bench NAME --out results/...``
 ``plots``                 benchmark figures with ceilings drawn as lines

@@ -63,7 +63,7 @@ def register(name: str, examples: list[dict] | None = None):
 
 def _load_kernel_modules():
     # Importing the kernel modules fills the registry; keep this list in book order.
-    from multicta_kernels import barriers, foundations, multicast, softmax  # noqa: F401
+    from multicta_kernels import barriers, foundations, multicast, softmax, two_cta  # noqa: F401
 
 
 def registered() -> dict[str, list[dict]]:

@@ -283,8 +283,8 @@ def blackwell_multicast_mma(a, b, *, acc_bases=((1, 0), (2, 0)), two_ctas=True, 
     import torch
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
     from .hardware import BLACKWELL
-    if a.dtype != torch.float16 or b.dtype != torch.float16:
-        raise TypeError("this example takes float16 A and B")
+    if a.dtype != b.dtype or a.dtype not in (torch.float16, torch.bfloat16):
+        raise TypeError(f"A and B must both be float16 or both bfloat16, got {a.dtype} and {b.dtype}")
     BM, K = a.shape
     BN = b.shape[1]
     if b.shape[0] != K or K % bk:
@@ -292,7 +292,7 @@ def blackwell_multicast_mma(a, b, *, acc_bases=((1, 0), (2, 0)), two_ctas=True, 
     check_tma_tensor(a, "a", [min(BM, 256), bk])
     check_tma_tensor(b, "b", [bk, BN])
     require(BLACKWELL, "blackwell_multicast_mma (tcgen05)")
-    L = _blackwell_layouts(acc_bases, two_ctas, BM, BN, bk)
+    L = _blackwell_layouts(acc_bases, two_ctas, BM, BN, bk, _gl_dtype(a))
     c = torch.empty((BM, BN), device=a.device, dtype=a.dtype)
     blackwell_multicast_mma_kernel[(1,)](TensorDescriptor.from_tensor(a, [BM, bk], L["a"]),
                                          TensorDescriptor.from_tensor(b, [bk, BN], L["b"]),

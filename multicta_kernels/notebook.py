@@ -60,3 +60,14 @@ def glue(name: str, value, display: bool = False):
         return value
     _glue(name, value, display=display)
     return value
+
+
+def diff(old, new, context: int = 3):
+    """The unified diff of two functions' sources (e.g. a 1-CTA kernel and its 2-CTA twin)."""
+    import difflib
+    from IPython.display import Code
+    a = textwrap.dedent(inspect.getsource(getattr(old, "fn", old))).splitlines()
+    b = textwrap.dedent(inspect.getsource(getattr(new, "fn", new))).splitlines()
+    lines = difflib.unified_diff(a, b, fromfile=getattr(old, "__name__", "old"), tofile=getattr(new, "__name__", "new"),
+                                 n=context, lineterm="")
+    return Code("\n".join(lines), language="diff")

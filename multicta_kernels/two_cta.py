@@ -1,0 +1,200 @@
+"""Chapter 4: 2-CTA tcgen05 MMA. One MMA, two CTAs, one outer product (Blackwell only).
+
+In 2-CTA mode the even CTA of a pair issues one ``tcgen05.mma.cta_group::2`` that reads A from both
+CTAs' shared memory (A split along M, first basis (1, 0)), B from both (split along N, first basis
+(0, 1)), and writes the accumulator split along M into both CTAs' tensor memory. The two kernels
+below are twins: the 2-CTA one differs only where 2-CTA mode requires it.
+"""
+from __future__ import annotations
+
+import multicta_kernels  # noqa: F401
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.blackwell import (TensorMemoryLayout, allocate_tensor_memory,
+                                                                 tcgen05_mma, tcgen05_mma_barrier_count)
+from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier, tma
+
+from . import lens
+from .hardware import BLACKWELL, require
+from .multicast import _desc, _layout, blackwell_multicast_mma, check_tma_tensor
+
+
+@gluon.jit
+def one_cta_mma_kernel(a_desc, b_desc, c_desc, acc_layout: gl.constexpr):
+    BM: gl.constexpr = a_desc.block_shape[0]
+    BN: gl.constexpr = b_desc.block_shape[1]
+    a_smem = gl.allocate_shared_memory(a_desc.dtype, a_desc.block_shape, a_desc.layout)
+    b_smem = gl.allocate_shared_memory(b_desc.dtype, b_desc.block_shape, b_desc.layout)
+    loaded = mbarrier.allocate_mbarrier()
+    done = mbarrier.allocate_mbarrier()
+    mbarrier.init(loaded, count=1)
+    mbarrier.init(done, count=tcgen05_mma_barrier_count([a_smem, b_smem], multicast=False, two_ctas=False))
+    mbarrier.expect(loaded, a_desc.nbytes_per_cta + b_desc.nbytes_per_cta)
+    tma.async_load(a_desc, [0, 0], loaded, a_smem)
+    tma.async_load(b_desc, [0, 0], loaded, b_smem)
+    mbarrier.wait(loaded, 0, deps=[a_smem, b_smem])
+    acc = allocate_tensor_memory(gl.float32, [BM, BN], acc_layout)
+    tcgen05_mma(a_smem, b_smem, acc, use_acc=False, mbarriers=[done])
+    mbarrier.wait(done, 0, deps=[a_smem, b_smem])
+    c_smem = gl.allocate_shared_memory(c_desc.dtype, c_desc.block_shape, c_desc.layout)
+    c_smem.store(acc.load().to(c_desc.dtype))
+    fence_async_shared()
+    tma.async_store(c_desc, [0, 0], c_smem)
+    tma.store_wait(0)
+
+
+@gluon.jit
+def two_cta_mma_kernel(a_desc, b_desc, c_desc, acc_layout: gl.constexpr):
+    BM: gl.constexpr = a_desc.block_shape[0]
+    BN: gl.constexpr = b_desc.block_shape[1]
+    a_smem = gl.allocate_shared_memory(a_desc.dtype, a_desc.block_shape, a_desc.layout)
+    b_smem = gl.allocate_shared_memory(b_desc.dtype, b_desc.block_shape, b_desc.layout)
+    loaded = mbarrier.allocate_mbarrier(two_ctas=True)           # the leader waits for both halves
+    done = mbarrier.allocate_mbarrier()                          # the commit reaches both CTAs
+    mbarrier.init(loaded, count=1)
+    mbarrier.init(done, count=tcgen05_mma_barrier_count([a_smem, b_smem], multicast=False, two_ctas=True))
+    mbarrier.expect(loaded, a_desc.nbytes_per_cta + b_desc.nbytes_per_cta)   # still per CTA
+    tma.async_load(a_desc, [0, 0], loaded, a_smem)
+    tma.async_load(b_desc, [0, 0], loaded, b_smem)
+    mbarrier.wait(loaded, 0, deps=[a_smem, b_smem])
+    acc = allocate_tensor_memory(gl.float32, [BM, BN], acc_layout)   # acc_layout has two_ctas=True
+    tcgen05_mma(a_smem, b_smem, acc, use_acc=False, mbarriers=[done])
+    mbarrier.wait(done, 0, deps=[a_smem, b_smem])
+    c_smem = gl.allocate_shared_memory(c_desc.dtype, c_desc.block_shape, c_desc.layout)
+    c_smem.store(acc.load().to(c_desc.dtype))
+    fence_async_shared()
+    tma.async_store(c_desc, [0, 0], c_smem)
+    tma.store_wait(0)
+
+
+_DT = {"float16": (gl.float16, "fp16"), "bfloat16": (gl.bfloat16, "bf16")}
+
+
+def tile_layouts(M: int, N: int, K: int, two_ctas: bool, dtype: str = "float16") -> dict:
+    """Shared and tensor-memory layouts for one [M, N] tile with depth K (1 CTA, or a 2-CTA pair)."""
+    g = _DT[dtype][0]
+    if two_ctas:
+        a, b, c = [[1, 0]], [[0, 1]], [[1, 0]]      # A split along M, B along N, C along M
+        cta_m = M // 2
+    else:
+        a = b = c = []
+        cta_m = M
+    return dict(a=_layout([M, K], g, a), b=_layout([K, N], g, b), c=_layout([M, N], g, c),
+                acc=TensorMemoryLayout(block=(cta_m, N), col_stride=1, cga_layout=c, two_ctas=two_ctas),
+                num_ctas=2 if two_ctas else 1)
+
+
+def _check_tile(a, b, two_ctas):
+    import torch
+    if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor):
+        raise TypeError("a and b must be torch tensors")
+    if a.dtype != b.dtype or a.dtype not in (torch.float16, torch.bfloat16):
+        raise TypeError(f"a and b must both be float16 or both bfloat16, got {a.dtype} and {b.dtype}")
+    if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
+        raise ValueError(f"need (M, K) @ (K, N), got {tuple(a.shape)} @ {tuple(b.shape)}")
+    M, K = a.shape
+    N = b.shape[1]
+    want_m = 256 if two_ctas else 128
+    if M != want_m:
+        raise ValueError(f"a {'2-CTA' if two_ctas else '1-CTA'} tile has M = {want_m} "
+                         f"({'128 rows per CTA of the pair' if two_ctas else 'the instruction M'}), got {M}")
+    if N % (16 if two_ctas else 8) or not 16 <= N <= 256:
+        raise ValueError(f"N must be a multiple of {16 if two_ctas else 8} from 16 to 256 (TMEM columns), got {N}")
+    if K % 16 or not 16 <= K <= 128:
+        raise ValueError(f"K must be a multiple of 16 from 16 to 128 for one tile in shared memory, got {K}")
+
+
+def mma_tile(a, b, *, two_ctas: bool = True):
+    """C = A @ B for one tile, by one CTA (M = 128) or by a 2-CTA pair (M = 256), on Blackwell."""
+    import torch
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+    _check_tile(a, b, two_ctas)
+    require(BLACKWELL, "mma_tile (tcgen05 tensor cores; a B200 or GB200 node runs it)")
+    check_tma_tensor(a, "a", [min(a.shape[0], 256), a.shape[1]])
+    check_tma_tensor(b, "b", list(b.shape))
+    M, K = a.shape
+    N = b.shape[1]
+    L = tile_layouts(M, N, K, two_ctas, str(a.dtype).replace("torch.", ""))
+    c = torch.empty((M, N), device=a.device, dtype=a.dtype)
+    kernel = two_cta_mma_kernel if two_ctas else one_cta_mma_kernel
+    kernel[(1,)](TensorDescriptor.from_tensor(a, [M, K], L["a"]), TensorDescriptor.from_tensor(b, [K, N], L["b"]),
+                 TensorDescriptor.from_tensor(c, [M, N], L["c"]), L["acc"], num_warps=4, num_ctas=L["num_ctas"])
+    return c
+
+
+def looped_mma(a, b):
+    """The 4-CTA (2 pairs) looped kernel with TMA multicast, from chapter 3, with chapter 4's checks:
+    A is (512, K), B is (K, 128), K a multiple of 64."""
+    import torch
+    if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor):
+        raise TypeError("a and b must be torch tensors")
+    if a.dtype != b.dtype or a.dtype not in (torch.float16, torch.bfloat16):
+        raise TypeError(f"a and b must both be float16 or both bfloat16, got {a.dtype} and {b.dtype}")
+    if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
+        raise ValueError(f"need (M, K) @ (K, N), got {tuple(a.shape)} @ {tuple(b.shape)}")
+    if a.shape[0] != 512 or b.shape[1] != 128 or a.shape[1] % 64:
+        raise ValueError(f"the looped example computes a 512 x 128 tile with K a multiple of 64, "
+                         f"got {tuple(a.shape)} @ {tuple(b.shape)}")
+    require(BLACKWELL, "looped_mma (tcgen05 tensor cores; a B200 or GB200 node runs it)")
+    return blackwell_multicast_mma(a, b)
+
+
+def intensity(tile_m: int, tile_n: int, k: int, two_ctas: bool, elem_bytes: int = 2) -> dict:
+    """FLOPs per byte of shared memory each CTA reads for one MMA of a tile_m x tile_n x k tile
+    (in 2-CTA mode the tile belongs to the pair: each CTA holds half of A and half of B)."""
+    ctas = 2 if two_ctas else 1
+    a_bytes = tile_m * k * elem_bytes // ctas
+    b_bytes = k * tile_n * elem_bytes // ctas
+    flops = 2 * tile_m * tile_n * k // ctas
+    return {"smem_bytes_per_cta": a_bytes + b_bytes, "flops_per_cta": flops,
+            "flops_per_byte": flops / (a_bytes + b_bytes)}
+
+
+def _spec(name, kernel, two_ctas, M, N, K, dtype="float16"):
+    L = tile_layouts(M, N, K, two_ctas, dtype)
+    t = _DT[dtype][1]
+    sig = {"a_desc": _desc(t, [M, K], L["a"]), "b_desc": _desc(t, [K, N], L["b"]), "c_desc": _desc(t, [M, N], L["c"]),
+           "acc_layout": "constexpr"}
+    expect = ("tcgen05.mma.cta_group::2", "tcgen05.alloc.cta_group::2", "tcgen05.commit.cta_group::2",
+              ".reqnctapercluster 2") if two_ctas else ("tcgen05.mma.cta_group::1", "tcgen05.alloc.cta_group::1")
+    return lens.KernelSpec(name, kernel, sig, {"acc_layout": L["acc"]}, {"num_warps": 4, "num_ctas": L["num_ctas"]},
+                           targets=("sm_100a",), expect=expect)
+
+
+@lens.register("two_cta_mma", examples=[{}, {"N": 256, "K": 64}, {"dtype": "bfloat16"}])
+def two_cta_mma_spec(N: int = 128, K: int = 64, dtype: str = "float16"):
+    return _spec("two_cta_mma", two_cta_mma_kernel, True, 256, N, K, dtype)
+
+
+@lens.register("one_cta_mma", examples=[{}, {"dtype": "bfloat16"}])
+def one_cta_mma_spec(N: int = 128, K: int = 64, dtype: str = "float16"):
+    return _spec("one_cta_mma", one_cta_mma_kernel, False, 128, N, K, dtype)
+
+
+def draw_pair(M: int = 256, N: int = 128, K: int = 64):
+    """What each CTA of a pair holds for one M x N x K 2-CTA MMA: A and B from Triton's views of
+    their shared layouts; the accumulator (tensor memory has no view) from the cga model."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+    from matplotlib.colors import ListedColormap
+    from .layouts import PALETTE, cta_owner, ownership
+    L = tile_layouts(M, N, K, True)
+    a = ownership(L["a"], [M, K]).cta
+    b = ownership(L["b"], [K, N]).cta
+    c = np.log2(cta_owner([[1, 0]], [M, N], 2)).astype(int)
+    cmap = ListedColormap(PALETTE[:2])
+    fig, axes = plt.subplots(1, 3, figsize=(11, 3.8), gridspec_kw={"width_ratios": [K, N, N]})
+    for ax, data, title in ((axes[0], a, f"A [{M}, {K}] in shared memory"), (axes[1], b, f"B [{K}, {N}] in shared memory"),
+                            (axes[2], c, f"C [{M}, {N}] in tensor memory")):
+        ax.imshow(data, cmap=cmap, vmin=-0.5, vmax=1.5, aspect="auto", interpolation="nearest")
+        ax.set_title(title, fontsize=9)
+        for cta in (0, 1):
+            r, k = np.argwhere(data == cta).mean(axis=0)
+            ax.text(k, r, f"CTA {cta}", ha="center", va="center", fontsize=9, weight="bold")
+    for ax, (ylab, xlab) in zip(axes, (("M", "K"), ("K", "N"), ("M", "N"))):
+        ax.set_ylabel(ylab)
+        ax.set_xlabel(xlab)
+    fig.suptitle(f"one tcgen05.mma.cta_group::2, issued by CTA 0: C[{M}x{N}] = A[{M}x{K}] @ B[{K}x{N}]; "
+                 "each CTA holds half of A (rows), half of B (columns), half of C (rows)", fontsize=9)
+    fig.tight_layout()
+    return fig
