@@ -148,13 +148,9 @@ def _release(slot, empty, go, phase, RELEASE: gl.constexpr):
 
 
 @gluon.jit
-def tile_stream_kernel(desc, out_ptr, TILES, SRC_TILES, MULTICAST: gl.constexpr, STAGES: gl.constexpr,
-                       RELEASE: gl.constexpr, group_all: gl.constexpr):
-    """Stream TILES tiles into every CTA of the cluster through a ring of STAGES buffers; the
-    cluster's CTAs all need the same tiles. MULTICAST: each CTA fetches 1/C of each tile and
-    multicasts it, instead of fetching the whole tile itself."""
-    BR: gl.constexpr = desc.block_shape[0]
-    bufs = gl.allocate_shared_memory(desc.dtype, [STAGES] + desc.block_shape, desc.layout)
+def _ring_barriers(STAGES: gl.constexpr, RELEASE: gl.constexpr, group_all: gl.constexpr):
+    # `ready[s]`: stage s has landed in this CTA. For the gather/broadcast release, `empty[s]` is one
+    # barrier in CTA 0 that every CTA arrives on, `go[s]` each CTA's own barrier that CTA 0 releases.
     ready = mbarrier.allocate_mbarrier(batch=STAGES)
     for s in gl.static_range(STAGES):
         mbarrier.init(ready.index(s), count=1)
@@ -164,9 +160,21 @@ def tile_stream_kernel(desc, out_ptr, TILES, SRC_TILES, MULTICAST: gl.constexpr,
         for s in gl.static_range(STAGES):
             mbarrier.init(empty.index(s), count=1)
             mbarrier.init(go.index(s), count=1)
-    else:
+    else:                                   # not used by the other release modes
         empty = ready
         go = ready
+    return ready, empty, go
+
+
+@gluon.jit
+def tile_stream_kernel(desc, out_ptr, TILES, SRC_TILES, MULTICAST: gl.constexpr, STAGES: gl.constexpr,
+                       RELEASE: gl.constexpr, group_all: gl.constexpr):
+    """Stream TILES tiles into every CTA of the cluster through a ring of STAGES buffers; the
+    cluster's CTAs all need the same tiles. MULTICAST: each CTA fetches 1/C of each tile and
+    multicasts it, instead of fetching the whole tile itself."""
+    BR: gl.constexpr = desc.block_shape[0]
+    bufs = gl.allocate_shared_memory(desc.dtype, [STAGES] + desc.block_shape, desc.layout)
+    ready, empty, go = _ring_barriers(STAGES, RELEASE, group_all)
     first = gl.program_id(0) * 13                      # clusters start at different tiles of the source
     for s in gl.static_range(STAGES):                  # prologue: fill the ring
         mbarrier.expect(ready.index(s), desc.nbytes_per_cta)
@@ -198,18 +206,7 @@ def hopper_multicast_matmul_kernel(a_desc, b_desc, c_desc, K, STAGES: gl.constex
     off_n = gl.program_id(1) * BN
     a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_shape, a_desc.layout)
     b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_shape, b_desc.layout)
-    ready = mbarrier.allocate_mbarrier(batch=STAGES)
-    for s in gl.static_range(STAGES):
-        mbarrier.init(ready.index(s), count=1)
-    if RELEASE == 1:
-        empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], group_all)
-        go = mbarrier.allocate_mbarrier(batch=STAGES)
-        for s in gl.static_range(STAGES):
-            mbarrier.init(empty.index(s), count=1)
-            mbarrier.init(go.index(s), count=1)
-    else:
-        empty = ready
-        go = ready
+    ready, empty, go = _ring_barriers(STAGES, RELEASE, group_all)
     nbytes: gl.constexpr = a_desc.nbytes_per_cta + b_desc.nbytes_per_cta
     k_tiles = gl.cdiv(K, BK)
     for s in gl.static_range(STAGES):                  # prologue (TMA zero-fills past K)
@@ -283,12 +280,9 @@ def blackwell_multicast_mma(a, b, *, acc_bases=((1, 0), (2, 0)), two_ctas=True, 
     import torch
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
     from .hardware import BLACKWELL
-    if a.dtype != b.dtype or a.dtype not in (torch.float16, torch.bfloat16):
-        raise TypeError(f"A and B must both be float16 or both bfloat16, got {a.dtype} and {b.dtype}")
-    BM, K = a.shape
-    BN = b.shape[1]
-    if b.shape[0] != K or K % bk:
-        raise ValueError(f"need (BM, K) @ (K, BN) with K a multiple of {bk}, got {tuple(a.shape)} @ {tuple(b.shape)}")
+    BM, BN, K = check_operands(a, b)
+    if K % bk:
+        raise ValueError(f"K must be a multiple of {bk}, got {K}")
     check_tma_tensor(a, "a", [min(BM, 256), bk])
     check_tma_tensor(b, "b", [bk, BN])
     require(BLACKWELL, "blackwell_multicast_mma (tcgen05)")
@@ -344,6 +338,18 @@ def check_tma_tensor(t, name, block):
         raise ValueError(f"the inner box of {block[-1]} elements is under 16 bytes")
 
 
+def check_operands(a, b):
+    """A and B for C = A @ B: torch tensors, both float16 or both bfloat16, (M, K) and (K, N)."""
+    import torch
+    if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor):
+        raise TypeError("a and b must be torch tensors")
+    if a.dtype != b.dtype or a.dtype not in (torch.float16, torch.bfloat16):
+        raise TypeError(f"a and b must both be float16 or both bfloat16, got {a.dtype} and {b.dtype}")
+    if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
+        raise ValueError(f"need (M, K) @ (K, N), got {tuple(a.shape)} @ {tuple(b.shape)}")
+    return a.shape[0], b.shape[1], a.shape[1]
+
+
 def _layout(block, dtype, bases):
     return gl.NVMMASharedLayout.get_default_for(list(block), dtype, cga_layout=[list(b) for b in bases])
 
@@ -385,12 +391,7 @@ def hopper_multicast_matmul(a, b, *, num_ctas: int = 2, bm: int = 64, bn: int = 
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
     check_cluster(num_ctas)
     mode = _release_mode(release, num_ctas)
-    if a.dtype != b.dtype or a.dtype not in (torch.float16, torch.bfloat16):
-        raise TypeError(f"A and B must both be float16 or both bfloat16, got {a.dtype} and {b.dtype}")
-    if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
-        raise ValueError(f"need (M, K) @ (K, N), got {tuple(a.shape)} @ {tuple(b.shape)}")
-    M, K = a.shape
-    N = b.shape[1]
+    M, N, K = check_operands(a, b)
     check_tma_tensor(a, "a", [bm * num_ctas, bk])
     check_tma_tensor(b, "b", [bk, bn])
     if bm != 64 or (bn % 8) or bn > 256:

@@ -16,7 +16,7 @@ from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared,
 
 from . import lens
 from .hardware import BLACKWELL, require
-from .multicast import _desc, _layout, blackwell_multicast_mma, check_tma_tensor
+from .multicast import _desc, _layout, blackwell_multicast_mma, check_operands, check_tma_tensor
 
 
 @gluon.jit
@@ -85,15 +85,7 @@ def tile_layouts(M: int, N: int, K: int, two_ctas: bool, dtype: str = "float16")
 
 
 def _check_tile(a, b, two_ctas):
-    import torch
-    if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor):
-        raise TypeError("a and b must be torch tensors")
-    if a.dtype != b.dtype or a.dtype not in (torch.float16, torch.bfloat16):
-        raise TypeError(f"a and b must both be float16 or both bfloat16, got {a.dtype} and {b.dtype}")
-    if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
-        raise ValueError(f"need (M, K) @ (K, N), got {tuple(a.shape)} @ {tuple(b.shape)}")
-    M, K = a.shape
-    N = b.shape[1]
+    M, N, K = check_operands(a, b)
     want_m = 256 if two_ctas else 128
     if M != want_m:
         raise ValueError(f"a {'2-CTA' if two_ctas else '1-CTA'} tile has M = {want_m} "
@@ -125,13 +117,7 @@ def mma_tile(a, b, *, two_ctas: bool = True):
 def looped_mma(a, b):
     """The 4-CTA (2 pairs) looped kernel with TMA multicast, from chapter 3, with chapter 4's checks:
     A is (512, K), B is (K, 128), K a multiple of 64."""
-    import torch
-    if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor):
-        raise TypeError("a and b must be torch tensors")
-    if a.dtype != b.dtype or a.dtype not in (torch.float16, torch.bfloat16):
-        raise TypeError(f"a and b must both be float16 or both bfloat16, got {a.dtype} and {b.dtype}")
-    if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
-        raise ValueError(f"need (M, K) @ (K, N), got {tuple(a.shape)} @ {tuple(b.shape)}")
+    check_operands(a, b)
     if a.shape[0] != 512 or b.shape[1] != 128 or a.shape[1] % 64:
         raise ValueError(f"the looped example computes a 512 x 128 tile with K a multiple of 64, "
                          f"got {tuple(a.shape)} @ {tuple(b.shape)}")

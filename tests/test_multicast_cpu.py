@@ -62,7 +62,7 @@ def test_multicast_masks():
     (lambda: mc.multicast_copy(torch.randn(64, 64, dtype=torch.float16), 32), ValueError, "power of two"),
     (lambda: mc.multicast_copy(torch.randn(64, 64, dtype=torch.float16), 2), ValueError, "TMA needs GPU memory"),
     (lambda: mc.hopper_multicast_matmul(torch.randn(64, 64, dtype=torch.float16), torch.randn(64, 64)),
-     TypeError, "both be float16"),
+     TypeError, "must both be float16 or both bfloat16"),
     (lambda: mc.hopper_multicast_matmul(torch.randn(64, 32, dtype=torch.float16), torch.randn(64, 64, dtype=torch.float16)),
      ValueError, "\\(M, K\\) @ \\(K, N\\)"),
     (lambda: mc.hopper_multicast_matmul(torch.randn(64, 64, dtype=torch.float16), torch.randn(64, 64, dtype=torch.float16),
