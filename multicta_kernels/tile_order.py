@@ -91,3 +91,29 @@ def draw(order, m_tiles: int, n_tiles: int, ax=None, first: int | None = None, t
     ax.set_yticks(range(m_tiles))
     ax.set_title(title or "program id per tile", fontsize=9)
     return ax
+
+
+def planar_snake_tile(lin: int, m_tiles: int, n_tiles: int, minor_dim: int, tile_width: int) -> tuple[int, int]:
+    """Chapter 5's order: bands of ``tile_width`` tiles along the minor dimension (0 = M, 1 = N);
+    each band is walked along the major dimension, every other band backwards (a snake), so the
+    tiles that run together stay within a narrow band and consecutive bands share their end."""
+    major_size = n_tiles if minor_dim == 0 else m_tiles
+    minor_size = m_tiles if minor_dim == 0 else n_tiles
+    band = lin // (tile_width * major_size)
+    first = band * tile_width
+    width = min(tile_width, minor_size - first)       # the last band may be thinner
+    within = lin - band * tile_width * major_size
+    minor = first + within % width
+    major = within // width
+    if band % 2:
+        major = major_size - 1 - major
+    return (minor, major) if minor_dim == 0 else (major, minor)
+
+
+def planar_snake(m_tiles: int, n_tiles: int, minor_dim: int = 0, tile_width: int = 8) -> list[tuple[int, int]]:
+    _check(m_tiles, n_tiles)
+    if minor_dim not in (0, 1):
+        raise ValueError(f"minor_dim is 0 (bands of M tiles) or 1 (bands of N tiles), got {minor_dim!r}")
+    if not isinstance(tile_width, int) or tile_width < 1:
+        raise ValueError(f"tile_width must be a positive integer, got {tile_width!r}")
+    return [planar_snake_tile(p, m_tiles, n_tiles, minor_dim, tile_width) for p in range(m_tiles * n_tiles)]
