@@ -32,6 +32,7 @@ BENCHMARKS = {
     "barriers": "multicta_kernels.barriers:benchmark",
     "device": "multicta_kernels.foundations:device_properties",
     "multicast": "multicta_kernels.multicast:benchmark",
+    "clc-matmul": "multicta_kernels.clc_matmul:benchmark",
 }
 
 REQUIRED = ("benchmark", "gpu", "date", "triton", "method", "ceilings", "columns", "rows")
@@ -168,7 +169,7 @@ def run(name: str, out, quick: bool = False) -> dict:
     from .hardware import HOPPER, require
     if name not in BENCHMARKS:
         raise SystemExit(f"unknown benchmark {name!r}; choose one of {', '.join(sorted(BENCHMARKS))}")
-    require(HOPPER, f"the {name} benchmark")
+    require(HOPPER, f"the {name} benchmark")     # Blackwell-only benchmarks check again, for Blackwell
     module, func = BENCHMARKS[name].split(":")
     env = environment()
     log(f"[bench] {name} on {env['gpu']} (triton {env['triton']}, torch {env['torch']})")

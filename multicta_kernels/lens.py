@@ -63,7 +63,7 @@ def register(name: str, examples: list[dict] | None = None):
 
 def _load_kernel_modules():
     # Importing the kernel modules fills the registry; keep this list in book order.
-    from multicta_kernels import barriers, foundations, multicast, softmax, two_cta  # noqa: F401
+    from multicta_kernels import barriers, clc_matmul, foundations, multicast, softmax, two_cta  # noqa: F401
 
 
 def registered() -> dict[str, list[dict]]:
@@ -158,8 +158,11 @@ def _first_error(stderr_text: str, exc: Exception) -> str:
     for line in stderr_text.splitlines():
         if "error:" in line:
             return line.split("error:", 1)[1].strip()
-    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip() and not ln.strip().startswith("^")]
-    return lines[-1] if lines else type(exc).__name__
+    root = exc
+    while root.__cause__ is not None:            # frontend errors wrap the real one
+        root = root.__cause__
+    lines = [ln.strip() for ln in str(root).splitlines() if ln.strip() and not ln.strip().startswith("^")]
+    return lines[-1] if lines else type(root).__name__
 
 
 _SKIP = re.compile(r"^\s*($|//|\.|\{|\}|\)|\(|[\w$]+:)")

@@ -1,0 +1,400 @@
+"""Chapter 5: a persistent, warp-specialised 2-CTA matmul scheduled by cluster launch control.
+
+The grid launches one cluster per output tile. A running cluster's *scheduler* partition keeps
+stealing not-yet-started clusters with ``clc.try_cancel`` (issued by one CTA, its 16-byte answer
+multicast to every CTA of the cluster) and computes their tiles itself, so a cluster runs until no
+work is left. Four partitions share each CTA:
+
+* scheduler (1 warp): asks for the next tile, and stops at the first failed cancel;
+* loader (1 warp): TMA loads of A and B (multicast where the layout shares them) into a ring;
+* MMA (1 warp): 2-CTA ``tcgen05_mma`` into double-buffered tensor-memory accumulators;
+* epilogue (default warps): drains an accumulator in sub-tiles through TMA stores.
+
+Every barrier is allocated and initialised before ``warp_specialize`` (chapter 2).
+"""
+from __future__ import annotations
+
+import math
+
+import multicta_kernels  # noqa: F401
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.blackwell import (TensorMemoryLayout, allocate_tensor_memory, clc,
+                                                                 tcgen05_mma, tcgen05_mma_barrier_count,
+                                                                 tensor_memory_descriptor)
+from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier, tma
+
+from . import lens
+from .hardware import BLACKWELL, require
+from .multicast import _desc, _gl_dtype, _layout, check_operands, check_tma_tensor, operand_cga_layouts
+
+CLC_SLOTS = gl.constexpr(2)          # CLC answers in flight
+CLC_READERS = gl.constexpr(4)        # scheduler, loader, MMA and epilogue each read every answer
+
+
+@gluon.jit
+def planar_snake(lin, m_tiles, n_tiles, MINOR_DIM: gl.constexpr, TILE_WIDTH: gl.constexpr):
+    """tile_order.planar_snake_tile, in the kernel: bands of TILE_WIDTH along MINOR_DIM, walked
+    along the other dimension, every other band backwards."""
+    if MINOR_DIM == 0:
+        major_size = n_tiles
+        minor_size = m_tiles
+    else:
+        major_size = m_tiles
+        minor_size = n_tiles
+    band = lin // (TILE_WIDTH * major_size)
+    first = band * TILE_WIDTH
+    width = gl.minimum(minor_size - first, TILE_WIDTH)
+    within = lin - band * TILE_WIDTH * major_size
+    minor = first + within % width
+    major = within // width
+    major = gl.where(band % 2 == 1, major_size - 1 - major, major)
+    if MINOR_DIM == 0:
+        return minor, major
+    else:
+        return major, minor
+
+
+@gluon.aggregate
+class Shared:
+    """What all partitions see: descriptors, buffers, barriers and the tiling."""
+    a_desc: tma.tensor_descriptor
+    b_desc: tma.tensor_descriptor
+    c_desc: tma.tensor_descriptor
+    a_bufs: gl.shared_memory_descriptor
+    b_bufs: gl.shared_memory_descriptor
+    load_ready: gl.shared_memory_descriptor   # stage landed (2-CTA: the pair's leader waits for both halves)
+    load_empty: gl.shared_memory_descriptor   # stage read by every MMA that needs it (multicast commit)
+    acc_bufs: tensor_memory_descriptor
+    acc_ready: gl.shared_memory_descriptor    # accumulator complete (the last K step's commit)
+    acc_empty: gl.shared_memory_descriptor    # accumulator drained by both epilogues of the pair
+    clc_result: gl.shared_memory_descriptor
+    clc_ready: gl.shared_memory_descriptor    # this CTA received the CLC answer
+    clc_empty: gl.shared_memory_descriptor    # every reader of every CTA is done with the slot
+    M: gl.tensor
+    N: gl.tensor
+    K: gl.tensor
+    TILE_M: gl.constexpr
+    TILE_N: gl.constexpr
+    BK: gl.constexpr
+    STAGES: gl.constexpr
+    ACC_STAGES: gl.constexpr
+    EPI_N: gl.constexpr
+    MINOR_DIM: gl.constexpr
+    TILE_WIDTH: gl.constexpr
+
+    @gluon.jit
+    def tile(self, lin):
+        m_tiles = gl.cdiv(self.M, self.TILE_M)
+        n_tiles = gl.cdiv(self.N, self.TILE_N)
+        tm, tn = planar_snake(lin, m_tiles, n_tiles, self.MINOR_DIM, self.TILE_WIDTH)
+        return tm * self.TILE_M, tn * self.TILE_N
+
+    @gluon.jit
+    def next_tile(self, i):
+        # Read CLC answer i (the tile after this partition's i-th tile) and release its slot.
+        slot = i % CLC_SLOTS
+        mbarrier.wait(self.clc_ready.index(slot), (i // CLC_SLOTS) & 1)
+        answer = clc.load_result(self.clc_result.index(slot))
+        mbarrier.arrive(self.clc_empty.index(slot))
+        return answer.is_canceled(), answer.program_id(0)
+
+
+@gluon.jit
+def scheduler_partition(p):
+    i = 0
+    has_work = True
+    while has_work:
+        slot = i % CLC_SLOTS
+        mbarrier.wait(p.clc_empty.index(slot), ((i // CLC_SLOTS) & 1) ^ 1)   # CTA 0: every reader freed it
+        mbarrier.expect(p.clc_ready.index(slot), 16)                         # every CTA gets the 16 bytes
+        clc.try_cancel(p.clc_result.index(slot), p.clc_ready.index(slot))    # one CTA asks, all receive
+        has_work, _ = p.next_tile(i)             # stop at the first failed cancel: retrying is undefined
+        i += 1
+
+
+@gluon.jit
+def load_partition(p):
+    k_tiles = gl.cdiv(p.K, p.BK)
+    nbytes: gl.constexpr = p.a_desc.nbytes_per_cta + p.b_desc.nbytes_per_cta
+    it = 0
+    i = 0
+    has_work = True
+    lin = gl.program_id(0)
+    while has_work:
+        off_m, off_n = p.tile(lin)
+        for k in range(k_tiles):
+            s = it % p.STAGES
+            mbarrier.wait(p.load_empty.index(s), ((it // p.STAGES) & 1) ^ 1)   # fresh barriers pass
+            mbarrier.expect(p.load_ready.index(s), nbytes)                      # per CTA
+            tma.async_load(p.a_desc, [off_m, k * p.BK], p.load_ready.index(s), p.a_bufs.index(s), multicast=True)
+            tma.async_load(p.b_desc, [k * p.BK, off_n], p.load_ready.index(s), p.b_bufs.index(s), multicast=True)
+            it += 1
+        has_work, lin = p.next_tile(i)
+        i += 1
+
+
+@gluon.jit
+def mma_partition(p):
+    k_tiles = gl.cdiv(p.K, p.BK)
+    it = 0
+    t = 0
+    i = 0
+    has_work = True
+    while has_work:
+        a = t % p.ACC_STAGES
+        mbarrier.wait(p.acc_empty.index(a), ((t // p.ACC_STAGES) & 1) ^ 1)    # both epilogues drained it
+        acc = p.acc_bufs.index(a)
+        for k in range(k_tiles):
+            s = it % p.STAGES
+            mbarrier.wait(p.load_ready.index(s), (it // p.STAGES) & 1)
+            tcgen05_mma(p.a_bufs.index(s), p.b_bufs.index(s), acc, use_acc=k > 0, multicast=True,
+                        mbarriers=[p.load_empty.index(s), p.acc_ready.index(a)],
+                        mbarrier_preds=[True, k == k_tiles - 1])
+            it += 1
+        t += 1
+        has_work, _ = p.next_tile(i)
+        i += 1
+
+
+@gluon.jit
+def epilogue_partition(p):
+    dtype: gl.constexpr = p.c_desc.dtype
+    SUBTILES: gl.constexpr = p.TILE_N // p.EPI_N
+    c_bufs = gl.allocate_shared_memory(dtype, [2] + p.c_desc.block_shape, p.c_desc.layout)
+    t = 0
+    i = 0
+    has_work = True
+    lin = gl.program_id(0)
+    while has_work:
+        off_m, off_n = p.tile(lin)
+        a = t % p.ACC_STAGES
+        mbarrier.wait(p.acc_ready.index(a), (t // p.ACC_STAGES) & 1)
+        acc = p.acc_bufs.index(a)
+        for j in gl.static_range(SUBTILES):
+            part = acc.slice(j * p.EPI_N, p.EPI_N).load()
+            buf = c_bufs.index(j % 2)
+            tma.store_wait(1)                        # the store that used this buffer is done
+            buf.store(part.to(dtype))
+            fence_async_shared()
+            tma.async_store(p.c_desc, [off_m, off_n + j * p.EPI_N], buf)
+        mbarrier.arrive(p.acc_empty.index(a))        # group of the pair: lands on the leader
+        t += 1
+        has_work, lin = p.next_tile(i)
+        i += 1
+    tma.store_wait(0)
+
+
+@gluon.jit
+def clc_matmul_kernel(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr, ACC_STAGES: gl.constexpr,
+                      EPI_N: gl.constexpr, MINOR_DIM: gl.constexpr, TILE_WIDTH: gl.constexpr,
+                      acc_layout: gl.constexpr, group_all: gl.constexpr):
+    TILE_M: gl.constexpr = a_desc.block_shape[0]
+    BK: gl.constexpr = a_desc.block_shape[1]
+    TILE_N: gl.constexpr = b_desc.block_shape[1]
+    a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_shape, a_desc.layout)
+    b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_shape, b_desc.layout)
+    acc_bufs = allocate_tensor_memory(gl.float32, [ACC_STAGES, TILE_M, TILE_N], acc_layout)
+    commits: gl.constexpr = tcgen05_mma_barrier_count([a_bufs.index(0), b_bufs.index(0)], multicast=True,
+                                                      two_ctas=True)
+
+    load_ready = mbarrier.allocate_mbarrier(batch=STAGES, two_ctas=True)
+    load_empty = mbarrier.allocate_mbarrier(batch=STAGES)
+    for s in gl.static_range(STAGES):
+        mbarrier.init(load_ready.index(s), count=1)
+        mbarrier.init(load_empty.index(s), count=commits)
+    acc_ready = mbarrier.allocate_mbarrier(batch=ACC_STAGES)
+    acc_empty = mbarrier.allocate_mbarrier(batch=ACC_STAGES, two_ctas=True)
+    for s in gl.static_range(ACC_STAGES):
+        mbarrier.init(acc_ready.index(s), count=commits)
+        mbarrier.init(acc_empty.index(s), count=1)
+    clc_result = gl.allocate_shared_memory(gl.int64, [CLC_SLOTS, 2], gl.SwizzledSharedLayout(
+        1, 1, 1, [0], cga_layout=[[0]] * len(group_all.cga_layout)))   # every CTA holds the answer
+    clc_ready = mbarrier.allocate_mbarrier(batch=CLC_SLOTS)
+    clc_empty = gl.allocate_shared_memory(gl.int64, [CLC_SLOTS, 1], group_all)   # one barrier, in CTA 0
+    for s in gl.static_range(CLC_SLOTS):
+        mbarrier.init(clc_ready.index(s), count=1)
+        mbarrier.init(clc_empty.index(s), count=CLC_READERS)
+
+    p = Shared(a_desc, b_desc, c_desc, a_bufs, b_bufs, load_ready, load_empty, acc_bufs, acc_ready, acc_empty,
+               clc_result, clc_ready, clc_empty, M, N, K, TILE_M, TILE_N, BK, STAGES, ACC_STAGES, EPI_N,
+               MINOR_DIM, TILE_WIDTH)
+    gl.warp_specialize([(epilogue_partition, (p,)), (load_partition, (p,)), (mma_partition, (p,)),
+                        (scheduler_partition, (p,))], [1, 1, 1], [48, 48, 48])
+
+
+# -------------------------------------------------------------------------------- host wrapper
+
+CONFIG = dict(block_m=128, block_n=256, block_k=64, stages=6, acc_stages=2, epilogue_n=32, minor_dim=0,
+              tile_width=16, cga_layout=((1, 0),))
+
+
+def _plan(M, N, K, dtype, block_m, block_n, block_k, stages, acc_stages, epilogue_n, minor_dim, tile_width,
+          cga_layout):
+    """Validate a configuration and build every layout; raises ValueError naming what to change."""
+    acc = [tuple(b) for b in cga_layout]
+    if not acc or acc[0] != (1, 0):
+        raise ValueError(f"cga_layout must start with (1, 0): the 2-CTA pair splits M; got {list(cga_layout)}")
+    a_bases, b_bases = operand_cga_layouts(acc, two_ctas=True)
+    num_ctas = 1 << len(acc)
+    split_m = 1 << sum(1 for m, _ in acc if m)
+    split_n = 1 << sum(1 for _, n in acc if n)
+    if block_m not in (64, 128):
+        raise ValueError(f"block_m is the per-CTA MMA M: 64 or 128, got {block_m}")
+    if block_n % (8 * split_n) or block_n // split_n > 256:
+        raise ValueError(f"block_n = {block_n} must be a multiple of {8 * split_n} with at most 256 columns per CTA")
+    if acc_stages * block_n > 512:
+        raise ValueError(f"{acc_stages} accumulators of {block_n} fp32 columns exceed the 512 columns of tensor memory")
+    if block_n % epilogue_n or epilogue_n % 8:
+        raise ValueError(f"epilogue_n = {epilogue_n} must divide block_n = {block_n} and be a multiple of 8")
+    if block_k * 2 not in (64, 128) and block_k != 64:
+        raise ValueError(f"block_k must be 32 or 64 (a 64- or 128-byte swizzled row), got {block_k}")
+    if minor_dim not in (0, 1) or tile_width < 1:
+        raise ValueError("minor_dim must be 0 or 1 and tile_width at least 1")
+    tile_m = block_m * split_m
+    per_cta_a = tile_m * block_k >> sum(1 for x in a_bases if any(x))     # elements of A each CTA holds
+    per_cta_b = block_k * block_n >> sum(1 for x in b_bases if any(x))
+    smem = 2 * (stages * (per_cta_a + per_cta_b) + 2 * block_m * epilogue_n)   # fp16/bf16 bytes
+    if smem > 220 * 1024:
+        raise ValueError(f"{stages} stages need about {smem // 1024} KiB of shared memory per CTA (at most ~227 KiB); "
+                         "lower stages, block_k or block_n")
+    if K < 1 or K % 8 or N % 8:
+        raise ValueError(f"K and N must be positive multiples of 8 (16-byte aligned rows for TMA), got K={K}, N={N}")
+    g = dtype
+    return dict(num_ctas=num_ctas, tile_m=tile_m,
+                a=_layout([tile_m, block_k], g, a_bases), b=_layout([block_k, block_n], g, b_bases),
+                c=_layout([tile_m, epilogue_n], g, acc),
+                acc=TensorMemoryLayout(block=(block_m, block_n), col_stride=1, cga_layout=[list(b) for b in acc],
+                                       two_ctas=True),
+                group_all=mbarrier.MBarrierLayout([[0]] * len(acc)))
+
+
+def clc_matmul(a, b, out=None, **config):
+    """C = A @ B (fp16 or bf16 in and out, fp32 accumulation) on Blackwell. ``config`` overrides
+    CONFIG: block_m (per CTA), block_n, block_k, stages, acc_stages, epilogue_n, minor_dim,
+    tile_width, cga_layout (starting with (1, 0), e.g. ((1, 0),) or ((1, 0), (2, 0)))."""
+    import torch
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+    unknown = set(config) - set(CONFIG)
+    if unknown:
+        raise TypeError(f"unknown options {sorted(unknown)}; known: {sorted(CONFIG)}")
+    cfg = {**CONFIG, **config}
+    M, N, K = check_operands(a, b)
+    plan = _plan(M, N, K, _gl_dtype(a), **cfg)
+    require(BLACKWELL, "clc_matmul (cluster launch control and tcgen05; a B200 or GB200 node runs it)")
+    check_tma_tensor(a, "a", [min(plan["tile_m"], 256), cfg["block_k"]])
+    check_tma_tensor(b, "b", [cfg["block_k"], cfg["block_n"]])
+    if out is None:
+        out = torch.empty((M, N), device=a.device, dtype=a.dtype)
+    elif tuple(out.shape) != (M, N) or out.dtype != a.dtype:
+        raise ValueError(f"out must be a ({M}, {N}) {a.dtype} tensor, got {tuple(out.shape)} {out.dtype}")
+    check_tma_tensor(out, "out", [min(plan["tile_m"], 256), cfg["epilogue_n"]])
+    tiles = math.ceil(M / plan["tile_m"]) * math.ceil(N / cfg["block_n"])
+    clc_matmul_kernel[(tiles,)](
+        TensorDescriptor.from_tensor(a, [plan["tile_m"], cfg["block_k"]], plan["a"]),
+        TensorDescriptor.from_tensor(b, [cfg["block_k"], cfg["block_n"]], plan["b"]),
+        TensorDescriptor.from_tensor(out, [plan["tile_m"], cfg["epilogue_n"]], plan["c"]),
+        M, N, K, STAGES=cfg["stages"], ACC_STAGES=cfg["acc_stages"], EPI_N=cfg["epilogue_n"],
+        MINOR_DIM=cfg["minor_dim"], TILE_WIDTH=cfg["tile_width"], acc_layout=plan["acc"], group_all=plan["group_all"],
+        num_warps=4, num_ctas=plan["num_ctas"])
+    return out
+
+
+@lens.register("clc_matmul", examples=[{}, {"cga_layout": ((1, 0), (2, 0))}, {"dtype": "bfloat16"}])
+def clc_matmul_spec(dtype: str = "float16", **config):
+    cfg = {**CONFIG, **config}
+    g, t = {"float16": (gl.float16, "fp16"), "bfloat16": (gl.bfloat16, "bf16")}[dtype]
+    plan = _plan(8192, 8192, 4096, g, **cfg)
+    sig = {"a_desc": _desc(t, [plan["tile_m"], cfg["block_k"]], plan["a"]),
+           "b_desc": _desc(t, [cfg["block_k"], cfg["block_n"]], plan["b"]),
+           "c_desc": _desc(t, [plan["tile_m"], cfg["epilogue_n"]], plan["c"]),
+           "M": "i32", "N": "i32", "K": "i32", "STAGES": "constexpr", "ACC_STAGES": "constexpr", "EPI_N": "constexpr",
+           "MINOR_DIM": "constexpr", "TILE_WIDTH": "constexpr", "acc_layout": "constexpr", "group_all": "constexpr"}
+    expect = ("clusterlaunchcontrol.try_cancel", "multicast::cluster::all", "tcgen05.mma.cta_group::2",
+              "cp.async.bulk.tensor", ".reqnctapercluster")
+    return lens.KernelSpec("clc_matmul", clc_matmul_kernel, sig,
+                           {"STAGES": cfg["stages"], "ACC_STAGES": cfg["acc_stages"], "EPI_N": cfg["epilogue_n"],
+                            "MINOR_DIM": cfg["minor_dim"], "TILE_WIDTH": cfg["tile_width"], "acc_layout": plan["acc"],
+                            "group_all": plan["group_all"]},
+                           {"num_warps": 4, "num_ctas": plan["num_ctas"]}, targets=("sm_100a",), expect=expect)
+
+
+# ------------------------------------------------------------------------ the anatomy, as data
+
+BARRIERS = [
+    # name, per, count at init, two_ctas, who arrives, who waits
+    ("load_ready[s]", "stage", "1 (x2 on the pair's leader)", True,
+     "the loader's expect in both CTAs of the pair, then the TMA bytes", "the MMA warp of the pair's leader"),
+    ("load_empty[s]", "stage", "tcgen05_mma_barrier_count(..., multicast=True, two_ctas=True)", False,
+     "the multicast commit of every MMA that read the stage", "the loader of every CTA"),
+    ("acc_ready[a]", "accumulator", "same count as load_empty", False,
+     "the commit of a tile's last MMA", "the epilogue of every CTA"),
+    ("acc_empty[a]", "accumulator", "1 (x2 on the pair's leader)", True,
+     "the epilogue of both CTAs of the pair", "the MMA warp of the pair's leader"),
+    ("clc_ready[c]", "CLC slot", "1, plus 16 bytes", False,
+     "the scheduler's expect, then the CLC answer multicast by CTA 0", "all four partitions of every CTA"),
+    ("clc_empty[c]", "CLC slot", f"{CLC_READERS.value} (x cluster size, in CTA 0)", False,
+     "all four partitions of every CTA, once they read the answer", "the scheduler of CTA 0, before the next try_cancel"),
+]
+
+
+def makespan(durations, workers: int, dynamic: bool, speeds=None) -> float:
+    """Time to finish tiles of the given durations on ``workers`` clusters running at ``speeds``
+    (default all 1): static round-robin (a persistent grid: tile i on worker i % workers) or
+    dynamic (a worker takes the next tile when it is free, as with cluster launch control)."""
+    import heapq
+    if workers < 1:
+        raise ValueError("workers must be at least 1")
+    speeds = list(speeds) if speeds is not None else [1.0] * workers
+    if len(speeds) != workers or min(speeds) <= 0:
+        raise ValueError("speeds needs one positive number per worker")
+    if not dynamic:
+        load = [0.0] * workers
+        for i, d in enumerate(durations):
+            load[i % workers] += d / speeds[i % workers]
+        return max(load)
+    free = [(0.0, w) for w in range(workers)]
+    heapq.heapify(free)
+    end = 0.0
+    for d in durations:
+        t, w = heapq.heappop(free)
+        t += d / speeds[w]
+        end = max(end, t)
+        heapq.heappush(free, (t, w))
+    return end
+
+
+# ---------------------------------------------------------------------------------- benchmark
+
+def benchmark(quick: bool = False, log=print) -> dict:
+    """TFLOP/s at M = N = 8192 for K = 512 ... 16384 against cuBLAS (Triton's CublasLt binding)
+    and torch.matmul, fp16, for each cga_layout; on Blackwell only."""
+    import torch
+    from . import bench
+    require(BLACKWELL, "the clc-matmul benchmark")
+    M = N = 8192
+    blas = bench.Cublas()
+    rows = []
+    for K in ([512, 4096] if quick else [512, 1024, 2048, 4096, 8192, 16384]):
+        a = torch.randn(M, K, device="cuda", dtype=torch.float16)
+        b = torch.randn(K, N, device="cuda", dtype=torch.float16)
+        b_t = b.T.contiguous()
+        c = torch.empty(M, N, device="cuda", dtype=torch.float16)
+        ref = torch.empty_like(c)
+        blas.matmul(a, b_t, ref)
+        row = [K]
+        for cga in (((1, 0),), ((1, 0), (2, 0))):
+            clc_matmul(a, b, out=c, cga_layout=cga)
+            err = ((c.float() - ref.float()).norm() / ref.float().norm()).item()
+            ms = bench.time_ms(lambda: clc_matmul(a, b, out=c, cga_layout=cga), cudagraph=False, rep=200)
+            row += [round(bench.tflops(M, N, K, ms), 1), err]
+        row.append(round(bench.tflops(M, N, K, bench.time_ms(lambda: blas.matmul(a, b_t, ref), cudagraph=False, rep=200)), 1))
+        row.append(round(bench.tflops(M, N, K, bench.time_ms(lambda: a @ b, cudagraph=False, rep=200)), 1))
+        rows.append(row)
+        log(f"[clc-matmul] K={K}: 2 CTAs {row[1]} TFLOP/s, 4 CTAs {row[3]}, cuBLAS {row[5]}, torch {row[6]}")
+    return {"method": {"timer": "do_bench", "statistic": "median", "dtype": "float16", "M": M, "N": N,
+                       "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in CONFIG.items()}},
+            "ceilings": {"cublas_fp16_tflops": {f"8192x8192x{r[0]}": r[5] for r in rows}},
+            "columns": ["K", "clc_2cta_tflops", "clc_2cta_rel_err", "clc_4cta_tflops", "clc_4cta_rel_err",
+                        "cublas_tflops", "torch_tflops"],
+            "rows": rows}
