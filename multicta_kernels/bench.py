@@ -33,6 +33,7 @@ BENCHMARKS = {
     "device": "multicta_kernels.foundations:device_properties",
     "multicast": "multicta_kernels.multicast:benchmark",
     "clc-matmul": "multicta_kernels.clc_matmul:benchmark",
+    "hopper-matmul": "multicta_kernels.hopper_matmul:benchmark",
 }
 
 REQUIRED = ("benchmark", "gpu", "date", "triton", "method", "ceilings", "columns", "rows")

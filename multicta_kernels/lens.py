@@ -63,7 +63,8 @@ def register(name: str, examples: list[dict] | None = None):
 
 def _load_kernel_modules():
     # Importing the kernel modules fills the registry; keep this list in book order.
-    from multicta_kernels import barriers, clc_matmul, foundations, multicast, softmax, two_cta  # noqa: F401
+    from multicta_kernels import (barriers, clc_matmul, foundations, hopper_matmul, multicast,  # noqa: F401
+                                  softmax, two_cta)
 
 
 def registered() -> dict[str, list[dict]]:
