@@ -369,32 +369,14 @@ def makespan(durations, workers: int, dynamic: bool, speeds=None) -> float:
 def benchmark(quick: bool = False, log=print) -> dict:
     """TFLOP/s at M = N = 8192 for K = 512 ... 16384 against cuBLAS (Triton's CublasLt binding)
     and torch.matmul, fp16, for each cga_layout; on Blackwell only."""
-    import torch
     from . import bench
     require(BLACKWELL, "the clc-matmul benchmark")
-    M = N = 8192
-    blas = bench.Cublas()
-    rows = []
-    for K in ([512, 4096] if quick else [512, 1024, 2048, 4096, 8192, 16384]):
-        a = torch.randn(M, K, device="cuda", dtype=torch.float16)
-        b = torch.randn(K, N, device="cuda", dtype=torch.float16)
-        b_t = b.T.contiguous()
-        c = torch.empty(M, N, device="cuda", dtype=torch.float16)
-        ref = torch.empty_like(c)
-        blas.matmul(a, b_t, ref)
-        row = [K]
-        for cga in (((1, 0),), ((1, 0), (2, 0))):
-            clc_matmul(a, b, out=c, cga_layout=cga)
-            err = ((c.float() - ref.float()).norm() / ref.float().norm()).item()
-            ms = bench.time_ms(lambda: clc_matmul(a, b, out=c, cga_layout=cga), cudagraph=False, rep=200)
-            row += [round(bench.tflops(M, N, K, ms), 1), err]
-        row.append(round(bench.tflops(M, N, K, bench.time_ms(lambda: blas.matmul(a, b_t, ref), cudagraph=False, rep=200)), 1))
-        row.append(round(bench.tflops(M, N, K, bench.time_ms(lambda: a @ b, cudagraph=False, rep=200)), 1))
-        rows.append(row)
-        log(f"[clc-matmul] K={K}: 2 CTAs {row[1]} TFLOP/s, 4 CTAs {row[3]}, cuBLAS {row[5]}, torch {row[6]}")
-    return {"method": {"timer": "do_bench", "statistic": "median", "dtype": "float16", "M": M, "N": N,
-                       "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in CONFIG.items()}},
-            "ceilings": {"cublas_fp16_tflops": {f"8192x8192x{r[0]}": r[5] for r in rows}},
-            "columns": ["K", "clc_2cta_tflops", "clc_2cta_rel_err", "clc_4cta_tflops", "clc_4cta_rel_err",
-                        "cublas_tflops", "torch_tflops"],
-            "rows": rows}
+    variants = {"clc_2cta": lambda a, b, c: clc_matmul(a, b, out=c, cga_layout=((1, 0),)),
+                "clc_4cta": lambda a, b, c: clc_matmul(a, b, out=c, cga_layout=((1, 0), (2, 0)))}
+    columns, rows = bench.matmul_sweep(variants, [512, 4096] if quick else [512, 1024, 2048, 4096, 8192, 16384],
+                                       log, "clc-matmul")
+    config = {k: (list(v) if isinstance(v, tuple) else v) for k, v in CONFIG.items()}
+    return {"method": {"timer": "do_bench", "statistic": "median", "dtype": "float16", "M": 8192, "N": 8192,
+                       "config": config},
+            "ceilings": {"cublas_fp16_tflops": {f"8192x8192x{r[0]}": r[-2] for r in rows}},
+            "columns": columns, "rows": rows}

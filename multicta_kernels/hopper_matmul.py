@@ -203,31 +203,13 @@ def hopper_matmul_spec(dtype: str = "float16", **config):
 def benchmark(quick: bool = False, log=print) -> dict:
     """TFLOP/s at M = N = 8192, K = 512 ... 16384 (fp16), against cuBLAS (CublasLt) and torch.matmul in
     the same run, for 1, 2 and 4 CTAs per cluster."""
-    import torch
     from . import bench
     require(HOPPER, "the hopper-matmul benchmark")
-    M = N = 8192
-    blas = bench.Cublas()
-    rows = []
-    for K in ([512, 4096] if quick else [512, 1024, 2048, 4096, 8192, 16384]):
-        a = torch.randn(M, K, device="cuda", dtype=torch.float16)
-        b = torch.randn(K, N, device="cuda", dtype=torch.float16)
-        b_t = b.T.contiguous()
-        ref = torch.empty(M, N, device="cuda", dtype=torch.float16)
-        blas.matmul(a, b_t, ref)
-        c = torch.empty_like(ref)
-        row = [K]
-        for ctas in (1, 2, 4):
-            hopper_matmul(a, b, out=c, num_ctas=ctas)
-            err = ((c.float() - ref.float()).norm() / ref.float().norm()).item()
-            ms = bench.time_ms(lambda: hopper_matmul(a, b, out=c, num_ctas=ctas), cudagraph=False, rep=200)
-            row += [round(bench.tflops(M, N, K, ms), 1), err]
-        row.append(round(bench.tflops(M, N, K, bench.time_ms(lambda: blas.matmul(a, b_t, ref), cudagraph=False, rep=200)), 1))
-        row.append(round(bench.tflops(M, N, K, bench.time_ms(lambda: a @ b, cudagraph=False, rep=200)), 1))
-        rows.append(row)
-        log(f"[hopper-matmul] K={K}: 1/2/4 CTAs {row[1]}/{row[3]}/{row[5]} TFLOP/s, cuBLAS {row[7]}, torch {row[8]}")
-    return {"method": {"timer": "do_bench", "statistic": "median", "dtype": "float16", "M": M, "N": N, "config": CONFIG},
-            "ceilings": {"cublas_fp16_tflops": {f"8192x8192x{r[0]}": r[7] for r in rows}},
-            "columns": ["K", "ctas1_tflops", "ctas1_rel_err", "ctas2_tflops", "ctas2_rel_err", "ctas4_tflops",
-                        "ctas4_rel_err", "cublas_tflops", "torch_tflops"],
-            "rows": rows}
+    variants = {f"ctas{n}": (lambda a, b, c, n=n: hopper_matmul(a, b, out=c, num_ctas=n)) for n in (1, 2, 4)}
+    columns, rows = bench.matmul_sweep(variants, [512, 4096] if quick else [512, 1024, 2048, 4096, 8192, 16384],
+                                       log, "hopper-matmul")
+    config = {k: (list(v) if isinstance(v, tuple) else v) for k, v in CONFIG.items()}
+    return {"method": {"timer": "do_bench", "statistic": "median", "dtype": "float16", "M": 8192, "N": 8192,
+                       "config": config},
+            "ceilings": {"cublas_fp16_tflops": {f"8192x8192x{r[0]}": r[-2] for r in rows}},
+            "columns": columns, "rows": rows}
