@@ -17,7 +17,6 @@ single arrival reaches every CTA that shares its kept bits.
 """
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field
 

@@ -26,7 +26,7 @@ from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared,
 
 from . import lens
 from .hardware import BLACKWELL, require
-from .multicast import _desc, _gl_dtype, _layout, check_operands, check_tma_tensor, operand_cga_layouts
+from .multicast import _desc, _layout, operand_cga_layouts, prepare_matmul
 
 CLC_SLOTS = gl.constexpr(2)          # CLC answers in flight
 CLC_READERS = gl.constexpr(4)        # scheduler, loader, MMA and epilogue each read every answer
@@ -273,22 +273,10 @@ def clc_matmul(a, b, out=None, **config):
     """C = A @ B (fp16 or bf16 in and out, fp32 accumulation) on Blackwell. ``config`` overrides
     CONFIG: block_m (per CTA), block_n, block_k, stages, acc_stages, epilogue_n, minor_dim,
     tile_width, cga_layout (starting with (1, 0), e.g. ((1, 0),) or ((1, 0), (2, 0)))."""
-    import torch
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-    unknown = set(config) - set(CONFIG)
-    if unknown:
-        raise TypeError(f"unknown options {sorted(unknown)}; known: {sorted(CONFIG)}")
-    cfg = {**CONFIG, **config}
-    M, N, K = check_operands(a, b)
-    plan = _plan(M, N, K, _gl_dtype(a), **cfg)
-    require(BLACKWELL, "clc_matmul (cluster launch control and tcgen05; a B200 or GB200 node runs it)")
-    check_tma_tensor(a, "a", [min(plan["tile_m"], 256), cfg["block_k"]])
-    check_tma_tensor(b, "b", [cfg["block_k"], cfg["block_n"]])
-    if out is None:
-        out = torch.empty((M, N), device=a.device, dtype=a.dtype)
-    elif tuple(out.shape) != (M, N) or out.dtype != a.dtype:
-        raise ValueError(f"out must be a ({M}, {N}) {a.dtype} tensor, got {tuple(out.shape)} {out.dtype}")
-    check_tma_tensor(out, "out", [min(plan["tile_m"], 256), cfg["epilogue_n"]])
+    cfg, plan, out, M, N, K = prepare_matmul(
+        a, b, out, config, CONFIG, _plan, BLACKWELL,
+        "clc_matmul (cluster launch control and tcgen05; a B200 or GB200 node runs it)")
     tiles = math.ceil(M / plan["tile_m"]) * math.ceil(N / cfg["block_n"])
     clc_matmul_kernel[(tiles,)](
         TensorDescriptor.from_tensor(a, [plan["tile_m"], cfg["block_k"]], plan["a"]),

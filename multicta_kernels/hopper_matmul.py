@@ -25,7 +25,7 @@ from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma
 from . import lens
 from .clc_matmul import planar_snake
 from .hardware import HOPPER, require
-from .multicast import _desc, _gl_dtype, _layout, check_operands, check_tma_tensor
+from .multicast import _desc, _layout, prepare_matmul
 
 
 @gluon.aggregate
@@ -155,20 +155,8 @@ def hopper_matmul(a, b, out=None, *, programs: int | None = None, **config):
     """C = A @ B (fp16 or bf16, fp32 accumulation) on Hopper, persistent over min(tiles, clusters)."""
     import torch
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-    unknown = set(config) - set(CONFIG)
-    if unknown:
-        raise TypeError(f"unknown options {sorted(unknown)}; known: {sorted(CONFIG)}")
-    cfg = {**CONFIG, **config}
-    M, N, K = check_operands(a, b)
-    plan = _plan(M, N, K, _gl_dtype(a), **cfg)
-    require(HOPPER, "hopper_matmul (wgmma and TMA multicast)")
-    check_tma_tensor(a, "a", [min(plan["tile_m"], 256), cfg["block_k"]])
-    check_tma_tensor(b, "b", [cfg["block_k"], cfg["block_n"]])
-    if out is None:
-        out = torch.empty((M, N), device=a.device, dtype=a.dtype)
-    elif tuple(out.shape) != (M, N) or out.dtype != a.dtype:
-        raise ValueError(f"out must be a ({M}, {N}) {a.dtype} tensor, got {tuple(out.shape)} {out.dtype}")
-    check_tma_tensor(out, "out", [min(plan["tile_m"], 256), cfg["block_n"]])
+    cfg, plan, out, M, N, K = prepare_matmul(a, b, out, config, CONFIG, _plan, HOPPER,
+                                             "hopper_matmul (wgmma and TMA multicast)")
     tiles = math.ceil(M / plan["tile_m"]) * math.ceil(N / cfg["block_n"])
     sms = torch.cuda.get_device_properties(a.device).multi_processor_count
     grid = min(tiles, programs or max(1, sms // cfg["num_ctas"]))

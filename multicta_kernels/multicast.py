@@ -350,6 +350,28 @@ def check_operands(a, b):
     return a.shape[0], b.shape[1], a.shape[1]
 
 
+def prepare_matmul(a, b, out, config: dict, defaults: dict, plan_fn, needed: str, what: str):
+    """The shared front of the persistent matmul wrappers: known options, operands, the plan (which
+    validates the configuration), the hardware tier, TMA constraints and the output tensor.
+    Returns (cfg, plan, out, M, N, K); ``plan_fn(M, N, K, gl_dtype, **cfg)`` must return ``tile_m``."""
+    import torch
+    unknown = set(config) - set(defaults)
+    if unknown:
+        raise TypeError(f"unknown options {sorted(unknown)}; known: {sorted(defaults)}")
+    cfg = {**defaults, **config}
+    M, N, K = check_operands(a, b)
+    plan = plan_fn(M, N, K, _gl_dtype(a), **cfg)
+    require(needed, what)
+    check_tma_tensor(a, "a", [min(plan["tile_m"], 256), cfg["block_k"]])
+    check_tma_tensor(b, "b", [cfg["block_k"], cfg["block_n"]])
+    if out is None:
+        out = torch.empty((M, N), device=a.device, dtype=a.dtype)
+    elif tuple(out.shape) != (M, N) or out.dtype != a.dtype:
+        raise ValueError(f"out must be a ({M}, {N}) {a.dtype} tensor, got {tuple(out.shape)} {out.dtype}")
+    check_tma_tensor(out, "out", [min(plan["tile_m"], 256), cfg.get("epilogue_n", cfg["block_n"])])
+    return cfg, plan, out, M, N, K
+
+
 def _layout(block, dtype, bases):
     return gl.NVMMASharedLayout.get_default_for(list(block), dtype, cga_layout=[list(b) for b in bases])
 
