@@ -273,16 +273,12 @@ def clc_matmul(a, b, out=None, **config):
     """C = A @ B (fp16 or bf16 in and out, fp32 accumulation) on Blackwell. ``config`` overrides
     CONFIG: block_m (per CTA), block_n, block_k, stages, acc_stages, epilogue_n, minor_dim,
     tile_width, cga_layout (starting with (1, 0), e.g. ((1, 0),) or ((1, 0), (2, 0)))."""
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-    cfg, plan, out, M, N, K = prepare_matmul(
+    cfg, plan, out, descs, M, N, K = prepare_matmul(
         a, b, out, config, CONFIG, _plan, BLACKWELL,
         "clc_matmul (cluster launch control and tcgen05; a B200 or GB200 node runs it)")
     tiles = math.ceil(M / plan["tile_m"]) * math.ceil(N / cfg["block_n"])
     clc_matmul_kernel[(tiles,)](
-        TensorDescriptor.from_tensor(a, [plan["tile_m"], cfg["block_k"]], plan["a"]),
-        TensorDescriptor.from_tensor(b, [cfg["block_k"], cfg["block_n"]], plan["b"]),
-        TensorDescriptor.from_tensor(out, [plan["tile_m"], cfg["epilogue_n"]], plan["c"]),
-        M, N, K, STAGES=cfg["stages"], ACC_STAGES=cfg["acc_stages"], EPI_N=cfg["epilogue_n"],
+        *descs, M, N, K, STAGES=cfg["stages"], ACC_STAGES=cfg["acc_stages"], EPI_N=cfg["epilogue_n"],
         MINOR_DIM=cfg["minor_dim"], TILE_WIDTH=cfg["tile_width"], acc_layout=plan["acc"], group_all=plan["group_all"],
         num_warps=4, num_ctas=plan["num_ctas"])
     return out

@@ -154,17 +154,13 @@ def _plan(M, N, K, dtype, block_m, block_n, block_k, stages, num_ctas, minor_dim
 def hopper_matmul(a, b, out=None, *, programs: int | None = None, **config):
     """C = A @ B (fp16 or bf16, fp32 accumulation) on Hopper, persistent over min(tiles, clusters)."""
     import torch
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-    cfg, plan, out, M, N, K = prepare_matmul(a, b, out, config, CONFIG, _plan, HOPPER,
-                                             "hopper_matmul (wgmma and TMA multicast)")
+    cfg, plan, out, descs, M, N, K = prepare_matmul(a, b, out, config, CONFIG, _plan, HOPPER,
+                                                    "hopper_matmul (wgmma and TMA multicast)")
     tiles = math.ceil(M / plan["tile_m"]) * math.ceil(N / cfg["block_n"])
     sms = torch.cuda.get_device_properties(a.device).multi_processor_count
     grid = min(tiles, programs or max(1, sms // cfg["num_ctas"]))
     hopper_matmul_kernel[(grid,)](
-        TensorDescriptor.from_tensor(a, [plan["tile_m"], cfg["block_k"]], plan["a"]),
-        TensorDescriptor.from_tensor(b, [cfg["block_k"], cfg["block_n"]], plan["b"]),
-        TensorDescriptor.from_tensor(out, [plan["tile_m"], cfg["block_n"]], plan["c"]),
-        M, N, K, STAGES=cfg["stages"], MINOR_DIM=cfg["minor_dim"], TILE_WIDTH=cfg["tile_width"],
+        *descs, M, N, K, STAGES=cfg["stages"], MINOR_DIM=cfg["minor_dim"], TILE_WIDTH=cfg["tile_width"],
         acc_layout=plan["acc"], group_all=plan["group_all"], num_warps=plan["num_warps"], num_ctas=cfg["num_ctas"])
     return out
 

@@ -353,8 +353,10 @@ def check_operands(a, b):
 def prepare_matmul(a, b, out, config: dict, defaults: dict, plan_fn, needed: str, what: str):
     """The shared front of the persistent matmul wrappers: known options, operands, the plan (which
     validates the configuration), the hardware tier, TMA constraints and the output tensor.
-    Returns (cfg, plan, out, M, N, K); ``plan_fn(M, N, K, gl_dtype, **cfg)`` must return ``tile_m``."""
+    Returns (cfg, plan, out, descriptors of A, B and out, M, N, K); ``plan_fn(M, N, K, gl_dtype, **cfg)``
+    returns ``tile_m`` and the shared layouts ``a``, ``b``, ``c``."""
     import torch
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
     unknown = set(config) - set(defaults)
     if unknown:
         raise TypeError(f"unknown options {sorted(unknown)}; known: {sorted(defaults)}")
@@ -368,8 +370,12 @@ def prepare_matmul(a, b, out, config: dict, defaults: dict, plan_fn, needed: str
         out = torch.empty((M, N), device=a.device, dtype=a.dtype)
     elif tuple(out.shape) != (M, N) or out.dtype != a.dtype:
         raise ValueError(f"out must be a ({M}, {N}) {a.dtype} tensor, got {tuple(out.shape)} {out.dtype}")
-    check_tma_tensor(out, "out", [min(plan["tile_m"], 256), cfg.get("epilogue_n", cfg["block_n"])])
-    return cfg, plan, out, M, N, K
+    out_cols = cfg.get("epilogue_n", cfg["block_n"])
+    check_tma_tensor(out, "out", [min(plan["tile_m"], 256), out_cols])
+    descs = (TensorDescriptor.from_tensor(a, [plan["tile_m"], cfg["block_k"]], plan["a"]),
+             TensorDescriptor.from_tensor(b, [cfg["block_k"], cfg["block_n"]], plan["b"]),
+             TensorDescriptor.from_tensor(out, [plan["tile_m"], out_cols], plan["c"]))
+    return cfg, plan, out, descs, M, N, K
 
 
 def _layout(block, dtype, bases):

@@ -3,6 +3,7 @@ matches torch.matmul; the tcgen05 loop on Blackwell."""
 import pytest
 import torch
 
+from multicta_kernels import bench
 from multicta_kernels import multicast as mc
 
 
@@ -17,10 +18,6 @@ def test_every_cta_receives_the_tile(num_ctas, shape, dtype, multicast):
     assert torch.equal(out, x)
 
 
-def _rel_err(c, ref):
-    return ((c.float() - ref).norm() / ref.norm()).item()
-
-
 @pytest.mark.hopper
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("num_ctas, release", [(1, "cluster"), (2, "mbarrier"), (2, "cluster"), (4, "mbarrier"), (4, "cluster")])
@@ -29,7 +26,7 @@ def test_hopper_multicast_matmul(dtype, num_ctas, release, M, N, K):
     a = torch.randn(M, K, device="cuda").to(dtype)
     b = torch.randn(K, N, device="cuda").to(dtype)
     c = mc.hopper_multicast_matmul(a, b, num_ctas=num_ctas, release=release)
-    assert _rel_err(c, a.float() @ b.float()) < 1e-2
+    assert bench.rel_err(c, a.float() @ b.float()) < 1e-2
 
 
 @pytest.mark.hopper
