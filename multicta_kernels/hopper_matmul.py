@@ -1,16 +1,20 @@
-"""Chapter 6 (groundwork): a persistent, warp-specialised Hopper matmul with TMA multicast.
+"""Chapter 6: the cluster matmul on Hopper (sm_90a): wgmma, TMA multicast, persistence, warp
+specialisation.
 
-STATUS: compiled for sm_90a and checked through the lens on a CPU; **not yet run on a GPU**. The
-Hopper-marked tests in tests/test_hopper_matmul.py are the first thing to run on an H200.
+A cluster of CTAS CTAs, stacked along M, computes one [CTAS * BM, BN] output tile at a time: each
+CTA loads its own BM rows of A, and the [BK, BN] tile of B that all of them need is fetched once and
+multicast (chapter 3). A stage of the shared-memory ring may be reloaded only when *every* CTA of
+the cluster has finished reading it, because a peer's multicast writes into it (chapter 2's gather
+on CTA 0 and broadcast back). Tiles are walked in planar-snake order (chapter 5).
 
-Each cluster of CTAS CTAs (stacked along M) computes one [CTAS * BM, BN] tile at a time, walking
-tiles in planar-snake order (chapter 5). Per CTA:
+Two kernels, so the chapter's ablation can add one idea at a time:
 
-* producer (1 warp): TMA loads of its own A rows and of the B tile, which the cluster shares and
-  multicasts, into a STAGES-deep ring;
-* consumers (the default warps): asynchronous ``warpgroup_mma`` with one MMA in flight; when a
-  stage's MMA is done they release the stage to the whole cluster (chapter 2's gather on CTA 0 and
-  broadcast back), then write the tile through shared memory with TMA stores.
+* ``pipelined_matmul_kernel``: no warp specialisation. One loop over this program's (tile, k)
+  steps issues the TMA loads STAGES - 1 steps ahead of the asynchronous ``warpgroup_mma``. Launched
+  with one program per tile it is the classic pipelined kernel; launched with one per SM, persistent.
+* ``hopper_matmul_kernel``: a producer warp does all the TMA and the cluster-wide release; the
+  consumer warpgroups only wait, multiply and store. With ``consumers=2`` two consumers take turns
+  (ping-pong): while one drains its tile through the epilogue, the other keeps the tensor cores busy.
 """
 from __future__ import annotations
 
@@ -24,19 +28,20 @@ from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma
 
 from . import lens
 from .clc_matmul import planar_snake
-from .hardware import HOPPER, require
-from .multicast import _desc, _layout, prepare_matmul
+from .hardware import BLACKWELL, HOPPER, UnsupportedHardwareError, require, tier
+from .multicast import _desc, _layout, _release, _ring_barriers, prepare_matmul
 
 
 @gluon.aggregate
 class Ring:
+    """The operands, the STAGES-deep ring of A and B tiles, its barriers, and the tiling."""
     a_desc: tma.tensor_descriptor
     b_desc: tma.tensor_descriptor
     c_desc: tma.tensor_descriptor
     a_bufs: gl.shared_memory_descriptor
     b_bufs: gl.shared_memory_descriptor
     ready: gl.shared_memory_descriptor      # per CTA: the stage's A rows and B tile have landed
-    freed: gl.shared_memory_descriptor      # one barrier in CTA 0: every CTA's consumers released the stage
+    freed: gl.shared_memory_descriptor      # one barrier in CTA 0: every CTA released the stage
     go: gl.shared_memory_descriptor         # per CTA: CTA 0 says the stage may be reloaded
     M: gl.tensor
     N: gl.tensor
@@ -51,18 +56,111 @@ class Ring:
         TN: gl.constexpr = self.b_desc.block_shape[1]
         return gl.cdiv(self.M, TM), gl.cdiv(self.N, TN)
 
+    @gluon.jit
+    def k_steps(self):
+        return gl.cdiv(self.K, self.a_desc.block_shape[1])
+
+    @gluon.jit
+    def tile(self, lin):
+        m_tiles, n_tiles = self.tiles()
+        return planar_snake(lin, m_tiles, n_tiles, self.MINOR_DIM, self.TILE_WIDTH)
+
+    @gluon.jit
+    def load(self, s, lin, k):
+        """TMA of step k of tile `lin` into stage s: this CTA's A rows, and B multicast to the cluster."""
+        BK: gl.constexpr = self.a_desc.block_shape[1]
+        tm, tn = self.tile(lin)
+        mbarrier.expect(self.ready.index(s), self.a_desc.nbytes_per_cta + self.b_desc.nbytes_per_cta)
+        tma.async_load(self.a_desc, [tm * self.a_desc.block_shape[0], k * BK], self.ready.index(s),
+                       self.a_bufs.index(s))
+        tma.async_load(self.b_desc, [k * BK, tn * self.b_desc.block_shape[1]], self.ready.index(s),
+                       self.b_bufs.index(s), multicast=True)
+
 
 @gluon.jit
-def producer_partition(r):
-    TM: gl.constexpr = r.a_desc.block_shape[0]
-    BK: gl.constexpr = r.a_desc.block_shape[1]
-    TN: gl.constexpr = r.b_desc.block_shape[1]
-    nbytes: gl.constexpr = r.a_desc.nbytes_per_cta + r.b_desc.nbytes_per_cta
+def _halves(parts):
+    """Split every [M, N] tensor of `parts` into its left and right [M, N/2] halves, in order."""
+    out = ()
+    for i in gl.static_range(len(parts)):
+        x = parts[i]
+        out += x.reshape([x.shape[0], 2, x.shape[1] // 2]).permute(0, 2, 1).split()
+    return out
+
+
+@gluon.jit
+def store_tile(c_desc, c_smem, acc, off_m, off_n, SPLIT: gl.constexpr, FIRST: gl.constexpr):
+    """Epilogue: the accumulator goes out in SPLIT column slices, each through shared memory and a
+    TMA store. With SPLIT > 1 two staging buffers (c_smem[FIRST], c_smem[FIRST + 1]) alternate, so a
+    slice is written while the previous one is still being stored, and staging costs two slices
+    instead of a whole tile."""
+    parts = (acc.to(c_desc.dtype),)
+    for _ in gl.static_range(SPLIT.bit_length() - 1):
+        parts = _halves(parts)
+    EPI_N: gl.constexpr = c_desc.block_shape[1]
+    for i in gl.static_range(SPLIT):
+        buf = c_smem.index(FIRST + i % 2)
+        tma.store_wait(0 if SPLIT == 1 else 1)       # the store that last read `buf` is done
+        buf.store(parts[i])
+        hopper.fence_async_shared()
+        tma.async_store(c_desc, [off_m, off_n + i * EPI_N], buf)
+
+
+@gluon.jit
+def _staging(c_desc, SPLIT: gl.constexpr, CONSUMERS: gl.constexpr):
+    # Per consumer: two buffers of one slice each, or one whole tile when SPLIT == 1. Allocated at the
+    # top of the kernel, like the barriers, so no partition allocates shared memory of its own.
+    PER: gl.constexpr = 2 if SPLIT > 1 else 1
+    return gl.allocate_shared_memory(c_desc.dtype, [CONSUMERS * PER] + c_desc.block_shape, c_desc.layout)
+
+
+# ------------------------------------------------------------------ 1. without warp specialisation
+
+@gluon.jit
+def pipelined_matmul_kernel(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr, MINOR_DIM: gl.constexpr,
+                            TILE_WIDTH: gl.constexpr, SPLIT: gl.constexpr, RELEASE: gl.constexpr,
+                            acc_layout: gl.constexpr, group_all: gl.constexpr):
+    a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_shape, a_desc.layout)
+    b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_shape, b_desc.layout)
+    ready, freed, go = _ring_barriers(STAGES, RELEASE, group_all)
+    r = Ring(a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, freed, go, M, N, K, STAGES, MINOR_DIM, TILE_WIDTH)
+    c_smem = _staging(c_desc, SPLIT, 1)
+    TM: gl.constexpr = a_desc.block_shape[0]
+    TN: gl.constexpr = b_desc.block_shape[1]
     m_tiles, n_tiles = r.tiles()
-    k_steps = gl.cdiv(r.K, BK)
+    k_steps = r.k_steps()
+    first = gl.program_id(0)
+    stride = gl.num_programs(0)
+    total = gl.cdiv(m_tiles * n_tiles - first, stride) * k_steps      # this program's (tile, k) steps
+    for p in gl.static_range(STAGES - 1):                             # prologue
+        if p < total:
+            r.load(p, first + (p // k_steps) * stride, p % k_steps)
+    acc = gl.zeros([TM, TN], gl.float32, acc_layout)
+    for t in range(total):
+        s = t % STAGES
+        kk = t % k_steps
+        mbarrier.wait(ready.index(s), (t // STAGES) & 1)
+        acc = hopper.warpgroup_mma(a_bufs.index(s), b_bufs.index(s), acc, use_acc=kk > 0, is_async=True)
+        acc = hopper.warpgroup_mma_wait(1, deps=[acc])     # step t-1's MMA is done: its stage is free here
+        j = t + STAGES - 1                                 # ... and step j reuses that stage
+        if j < total:
+            if t > 0:                                      # every CTA must be done with it (multicast)
+                _release((t - 1) % STAGES, freed, go, ((t - 1) // STAGES) & 1, RELEASE)
+            r.load(j % STAGES, first + (j // k_steps) * stride, j % k_steps)
+        if kk == k_steps - 1:
+            acc = hopper.warpgroup_mma_wait(0, deps=[acc])
+            tm, tn = r.tile(first + (t // k_steps) * stride)
+            store_tile(c_desc, c_smem, acc, tm * TM, tn * TN, SPLIT, 0)
+    tma.store_wait(0)
+
+
+# --------------------------------------------------------------------- 2. with warp specialisation
+
+@gluon.jit
+def producer_partition(r, CONSUMERS: gl.constexpr):
+    m_tiles, n_tiles = r.tiles()
+    k_steps = r.k_steps()
     it = 0
     for lin in range(gl.program_id(0), m_tiles * n_tiles, gl.num_programs(0)):
-        tm, tn = planar_snake(lin, m_tiles, n_tiles, r.MINOR_DIM, r.TILE_WIDTH)
         for k in range(k_steps):
             s = it % r.STAGES
             if it >= r.STAGES:                                   # the stage was used before: wait for
@@ -70,130 +168,355 @@ def producer_partition(r):
                 mbarrier.wait(r.freed.index(s), ph)              # (CTA 0 only: the group's leader)
                 mbarrier.arrive(r.go.index(s), from_cta=0)       # CTA 0 tells every CTA
                 mbarrier.wait(r.go.index(s), ph)
-            mbarrier.expect(r.ready.index(s), nbytes)
-            tma.async_load(r.a_desc, [tm * TM, k * BK], r.ready.index(s), r.a_bufs.index(s))
-            tma.async_load(r.b_desc, [k * BK, tn * TN], r.ready.index(s), r.b_bufs.index(s), multicast=True)
+            r.load(s, lin, k)
             it += 1
 
 
 @gluon.jit
-def consumer_partition(r, acc_layout: gl.constexpr):
+def consumer_partition(r, c_smem, turn, acc_layout: gl.constexpr, WHICH: gl.constexpr, CONSUMERS: gl.constexpr,
+                       SPLIT: gl.constexpr):
+    """Consumer WHICH takes every CONSUMERS-th tile of this cluster's sequence. With two consumers
+    they take turns: one may start waiting on a tile's stages only once the other has waited on all
+    of its own. That keeps the tensor cores with one consumer at a time (the other drains its
+    epilogue), and it is required: a wait on `ready[s]` checks only the phase's parity, so a consumer
+    that ran more than one lap of the ring ahead would see an old phase as complete."""
     TM: gl.constexpr = r.a_desc.block_shape[0]
-    BK: gl.constexpr = r.a_desc.block_shape[1]
     TN: gl.constexpr = r.b_desc.block_shape[1]
-    c_smem = gl.allocate_shared_memory(r.c_desc.dtype, r.c_desc.block_shape, r.c_desc.layout)
     m_tiles, n_tiles = r.tiles()
-    k_steps = gl.cdiv(r.K, BK)
-    it = 0
-    for lin in range(gl.program_id(0), m_tiles * n_tiles, gl.num_programs(0)):
-        tm, tn = planar_snake(lin, m_tiles, n_tiles, r.MINOR_DIM, r.TILE_WIDTH)
-        acc = gl.zeros([TM, TN], gl.float32, acc_layout)
+    k_steps = r.k_steps()
+    first = gl.program_id(0)
+    stride = gl.num_programs(0)
+    acc = gl.zeros([TM, TN], gl.float32, acc_layout)
+    j = 0                                                        # this consumer's tile count
+    for lin in range(first + WHICH * stride, m_tiles * n_tiles, CONSUMERS * stride):
+        if CONSUMERS == 2:                                       # my turn: the other issued its last tile
+            if WHICH == 1:
+                mbarrier.wait(turn.index(1), j & 1)
+            elif j > 0:
+                mbarrier.wait(turn.index(0), (j - 1) & 1)
+        it = (lin - first) // stride * k_steps                  # the ring position of this tile's first step
         for k in range(k_steps):
             s = it % r.STAGES
             mbarrier.wait(r.ready.index(s), (it // r.STAGES) & 1)
-            acc = hopper.warpgroup_mma(r.a_bufs.index(s), r.b_bufs.index(s), acc, is_async=True)
+            acc = hopper.warpgroup_mma(r.a_bufs.index(s), r.b_bufs.index(s), acc, use_acc=k > 0, is_async=True)
             acc = hopper.warpgroup_mma_wait(1, deps=[acc])       # the previous step's MMA is done ...
             if k > 0:
                 mbarrier.arrive(r.freed.index((it - 1) % r.STAGES))   # ... so its stage goes back (to CTA 0)
             it += 1
+        if CONSUMERS == 2:
+            mbarrier.arrive(turn.index(1 - WHICH))              # the other consumer's turn
+        j += 1
         acc = hopper.warpgroup_mma_wait(0, deps=[acc])
         mbarrier.arrive(r.freed.index((it - 1) % r.STAGES))
-        tma.store_wait(0)                                         # the previous tile's store has read c_smem
-        c_smem.store(acc.to(r.c_desc.dtype))
-        hopper.fence_async_shared()
-        tma.async_store(r.c_desc, [tm * TM, tn * TN], c_smem)    # overlaps the next tile's MMAs
+        tm, tn = r.tile(lin)
+        store_tile(r.c_desc, c_smem, acc, tm * TM, tn * TN, SPLIT, WHICH * (2 if SPLIT > 1 else 1))
     tma.store_wait(0)
 
 
 @gluon.jit
 def hopper_matmul_kernel(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr, MINOR_DIM: gl.constexpr,
-                         TILE_WIDTH: gl.constexpr, acc_layout: gl.constexpr, group_all: gl.constexpr):
+                         TILE_WIDTH: gl.constexpr, SPLIT: gl.constexpr, CONSUMERS: gl.constexpr,
+                         acc_layout: gl.constexpr, group_all: gl.constexpr):
     a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_shape, a_desc.layout)
     b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_shape, b_desc.layout)
-    ready = mbarrier.allocate_mbarrier(batch=STAGES)
-    freed = gl.allocate_shared_memory(gl.int64, [STAGES, 1], group_all)
-    go = mbarrier.allocate_mbarrier(batch=STAGES)
-    for s in gl.static_range(STAGES):                # all inits before warp_specialize (chapter 2)
-        mbarrier.init(ready.index(s), count=1)
-        mbarrier.init(freed.index(s), count=1)       # x cluster size, on CTA 0
-        mbarrier.init(go.index(s), count=1)
+    ready, freed, go = _ring_barriers(STAGES, 1, group_all)     # all inits before warp_specialize (chapter 2)
     r = Ring(a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, freed, go, M, N, K, STAGES, MINOR_DIM, TILE_WIDTH)
-    gl.warp_specialize([(consumer_partition, (r, acc_layout)), (producer_partition, (r,))], [1], [40])
+    c_smem = _staging(c_desc, SPLIT, CONSUMERS)
+    if CONSUMERS == 1:
+        gl.warp_specialize([(consumer_partition, (r, c_smem, ready, acc_layout, 0, 1, SPLIT)),
+                            (producer_partition, (r, 1))], [1], [40])
+    else:      # ping-pong: the producer takes the default warps, each consumer an aligned warpgroup
+        turn = mbarrier.allocate_mbarrier(batch=2)               # turn[c]: consumer c may start a tile
+        for c in gl.static_range(2):
+            mbarrier.init(turn.index(c), count=1)
+        gl.warp_specialize([(producer_partition, (r, 2)),
+                            (consumer_partition, (r, c_smem, turn, acc_layout, 0, 2, SPLIT)),
+                            (consumer_partition, (r, c_smem, turn, acc_layout, 1, 2, SPLIT))], [4, 4], [232, 232])
 
 
-CONFIG = dict(block_m=128, block_n=256, block_k=64, stages=3, num_ctas=2, minor_dim=0, tile_width=8)
+# ------------------------------------------------------------------------------------------ host
+
+CONFIG = dict(block_m=128, block_n=256, block_k=64, stages=3, num_ctas=2, minor_dim=0, tile_width=8,
+              epilogue_n=None, consumers=1, warp_specialize=True, persistent=True)
+SMEM_LIMIT = 227 * 1024     # bytes of shared memory one CTA may use on sm_90
 
 
-def _plan(M, N, K, dtype, block_m, block_n, block_k, stages, num_ctas, minor_dim, tile_width):
+def _plan(M, N, K, dtype, block_m, block_n, block_k, stages, num_ctas, minor_dim, tile_width, epilogue_n,
+          consumers, warp_specialize, persistent):
     if not isinstance(num_ctas, int) or num_ctas not in (1, 2, 4):
         raise ValueError(f"num_ctas must be 1, 2 or 4 (CTAs stacked along M sharing B), got {num_ctas!r}")
     if block_m not in (64, 128):
-        raise ValueError(f"block_m must be 64 or 128 (one or two consumer warpgroups), got {block_m}")
+        raise ValueError(f"block_m must be 64 or 128 (one or two warpgroups per tile), got {block_m}")
     if block_n % 8 or not 8 <= block_n <= 256:
         raise ValueError(f"block_n must be a multiple of 8 up to 256 (one wgmma), got {block_n}")
     if block_k not in (32, 64):
         raise ValueError(f"block_k must be 32 or 64, got {block_k}")
-    smem = 2 * (stages * (block_m * block_k + block_k * block_n) + block_m * block_n)
-    if smem > 220 * 1024:
-        raise ValueError(f"{stages} stages need {smem // 1024} KiB of shared memory per CTA (at most ~227 KiB); "
-                         "use fewer stages or a smaller block_n")
+    if consumers not in (1, 2) or (consumers == 2 and (block_m != 64 or not warp_specialize)):
+        raise ValueError("consumers must be 1, or 2 (ping-pong) with block_m=64 and warp_specialize=True")
+    epilogue_n = epilogue_n or block_n
+    split = block_n // epilogue_n if block_n % epilogue_n == 0 else 0
+    if split not in (1, 2, 4, 8) or epilogue_n % 8:
+        raise ValueError(f"epilogue_n = {epilogue_n} must be block_n / 1, 2, 4 or 8 (got block_n = {block_n})")
+    staging = consumers * (1 if split == 1 else 2) * block_m * epilogue_n
+    smem = 2 * (stages * (block_m * block_k + block_k * block_n) + staging) + 1024
+    if stages < 2 or smem > SMEM_LIMIT:
+        raise ValueError(f"{stages} stages need {smem // 1024} KiB of shared memory per CTA (at most "
+                         f"{SMEM_LIMIT // 1024} KiB, at least 2 stages): use fewer stages, a smaller "
+                         "epilogue_n or a smaller block_n")
     if K < 1 or K % 8 or N % 8:
         raise ValueError(f"K and N must be positive multiples of 8 (16-byte aligned rows for TMA), got K={K}, N={N}")
     if minor_dim not in (0, 1) or tile_width < 1:
         raise ValueError("minor_dim must be 0 or 1 and tile_width at least 1")
     n = num_ctas.bit_length() - 1
-    split, bcast = [[1 << i, 0] for i in range(n)], [[0, 0]] * n
+    rows, bcast = [[1 << i, 0] for i in range(n)], [[0, 0]] * n
     tm = block_m * num_ctas
-    return dict(tile_m=tm, a=_layout([tm, block_k], dtype, split), b=_layout([block_k, block_n], dtype, bcast),
-                c=_layout([tm, block_n], dtype, split),
+    return dict(tile_m=tm, a=_layout([tm, block_k], dtype, rows), b=_layout([block_k, block_n], dtype, bcast),
+                c=_layout([tm, epilogue_n], dtype, rows), split=split, smem=smem, epilogue_n=epilogue_n,
                 acc=gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[block_m // 16, 1],
-                                              instr_shape=[16, block_n, 16], cga_layout=split),
-                group_all=mbarrier.MBarrierLayout([[0]] * n), num_warps=block_m // 16)
+                                              instr_shape=[16, block_n, 16], cga_layout=rows),
+                group_all=mbarrier.MBarrierLayout([[0]] * n), num_warps=block_m // 16,
+                release=1 if num_ctas > 1 else 2)
+
+
+def _hopper_only(what: str) -> None:
+    require(HOPPER, what)
+    if tier().name == BLACKWELL:
+        raise UnsupportedHardwareError(f"{what} uses wgmma, which exists only on sm_90a (Hopper); on Blackwell "
+                                       "use chapter 5's clc_matmul, or compile this one with multicta_kernels.lens")
+
+
+def _kernel_and_meta(cfg, plan):
+    meta = dict(STAGES=cfg["stages"], MINOR_DIM=cfg["minor_dim"], TILE_WIDTH=cfg["tile_width"], SPLIT=plan["split"],
+                acc_layout=plan["acc"], group_all=plan["group_all"])
+    if cfg["warp_specialize"]:
+        return hopper_matmul_kernel, dict(meta, CONSUMERS=cfg["consumers"])
+    return pipelined_matmul_kernel, dict(meta, RELEASE=plan["release"])
+
+
+def max_clusters(compiled, num_ctas: int) -> int:
+    """How many clusters of a compiled kernel can be resident at once (CUDA's occupancy calculator, with
+    the kernel's real shared memory). A cluster must fit in one GPC, so this can be less than
+    SMs / num_ctas (on the H200, 30 clusters of 4, not 33): a persistent grid larger than this runs its
+    last clusters as a second wave."""
+    import triton
+    compiled._init_handles()                    # load it, so that it has a CUfunction
+    return triton.runtime.driver.active.utils.cuOccupancyMaxActiveClusters(
+        compiled.function, compiled.metadata.shared, num_ctas)
+
+
+def prepare(a, b, out=None, *, programs: int | None = None, **config):
+    """Validate once, build the TMA descriptors once, compile, size the grid, and return ``launch()``,
+    which only launches (what a benchmark should time: the Python front costs more than a small-K
+    matmul on the GPU). Options: see CONFIG and ``hopper_matmul``."""
+    cfg, plan, out, descs, M, N, K = prepare_matmul(a, b, out, config, CONFIG, _plan, HOPPER,
+                                                    "hopper_matmul (wgmma and TMA multicast)")
+    _hopper_only("hopper_matmul")
+    if programs is not None and (not isinstance(programs, int) or programs < 1):
+        raise ValueError(f"programs must be a positive int, got {programs!r}")
+    tiles = math.ceil(M / plan["tile_m"]) * math.ceil(N / cfg["block_n"])
+    kernel, meta = _kernel_and_meta(cfg, plan)
+    args = dict(zip(("a_desc", "b_desc", "c_desc", "M", "N", "K"), (*descs, M, N, K)), **meta)
+    args = [args[name] for name in kernel.arg_names]
+    compiled = kernel.warmup(*args, grid=(1,), num_warps=plan["num_warps"], num_ctas=cfg["num_ctas"])
+    if programs is None:
+        programs = max_clusters(compiled, cfg["num_ctas"]) if cfg["persistent"] else tiles
+    run = compiled[(min(tiles, programs), 1, 1)]
+
+    def launch():
+        run(*args)
+        return out
+    launch.grid, launch.tiles, launch.config = min(tiles, programs), tiles, cfg
+    return launch
 
 
 def hopper_matmul(a, b, out=None, *, programs: int | None = None, **config):
-    """C = A @ B (fp16 or bf16, fp32 accumulation) on Hopper, persistent over min(tiles, clusters)."""
-    import torch
-    cfg, plan, out, descs, M, N, K = prepare_matmul(a, b, out, config, CONFIG, _plan, HOPPER,
-                                                    "hopper_matmul (wgmma and TMA multicast)")
-    tiles = math.ceil(M / plan["tile_m"]) * math.ceil(N / cfg["block_n"])
-    sms = torch.cuda.get_device_properties(a.device).multi_processor_count
-    grid = min(tiles, programs or max(1, sms // cfg["num_ctas"]))
-    hopper_matmul_kernel[(grid,)](
-        *descs, M, N, K, STAGES=cfg["stages"], MINOR_DIM=cfg["minor_dim"], TILE_WIDTH=cfg["tile_width"],
-        acc_layout=plan["acc"], group_all=plan["group_all"], num_warps=plan["num_warps"], num_ctas=cfg["num_ctas"])
-    return out
+    """C = A @ B (fp16 or bf16 in and out, fp32 accumulation) on Hopper. Options (see CONFIG):
+    block_m/block_n/block_k (per-CTA tile), stages, num_ctas (CTAs per cluster sharing B by multicast),
+    minor_dim/tile_width (planar-snake order), epilogue_n (store slice width), consumers (2 = ping-pong),
+    warp_specialize, persistent (as many clusters as fit on the GPU at once, or one per tile).
+    ``programs`` overrides the number of clusters launched."""
+    return prepare(a, b, out, programs=programs, **config)()
 
 
-@lens.register("hopper_matmul", examples=[{}, {"num_ctas": 4}, {"num_ctas": 1}, {"dtype": "bfloat16"}])
+def operand_bytes(M: int, N: int, K: int, block_m: int = 128, block_n: int = 256, num_ctas: int = 1,
+                  itemsize: int = 2, **_) -> int:
+    """Bytes of A and B that the SMs fetch from L2 for the whole matmul (the model, no caching in
+    shared memory across tiles): each CTA tile reads its block_m rows of A and the B tile, and a
+    cluster of num_ctas CTAs fetches its shared B tile once (multicast)."""
+    tiles = math.ceil(M / block_m) * math.ceil(N / block_n)
+    return tiles * K * itemsize * (block_m + block_n / num_ctas)
+
+
+# The chapter's ablation: each step adds one idea to the one before.
+ABLATION = {
+    "pipelined": dict(warp_specialize=False, persistent=False, num_ctas=1),
+    "+ persistent": dict(warp_specialize=False, persistent=True, num_ctas=1),
+    "+ 2-CTA multicast": dict(warp_specialize=False, persistent=True, num_ctas=2),
+    "+ 4-CTA multicast": dict(warp_specialize=False, persistent=True, num_ctas=4),
+    "+ warp specialised": dict(warp_specialize=True, persistent=True, num_ctas=2),
+}
+
+
+@lens.register("hopper_matmul", examples=[{}, {"num_ctas": 4}, {"num_ctas": 1}, {"dtype": "bfloat16"},
+                                          {"warp_specialize": False}, {"consumers": 2, "block_m": 64},
+                                          {"epilogue_n": 64, "stages": 4}])
 def hopper_matmul_spec(dtype: str = "float16", **config):
     cfg = {**CONFIG, **config}
     g, t = {"float16": (gl.float16, "fp16"), "bfloat16": (gl.bfloat16, "bf16")}[dtype]
     plan = _plan(8192, 8192, 4096, g, **cfg)
+    ws = cfg["warp_specialize"]
     sig = {"a_desc": _desc(t, [plan["tile_m"], cfg["block_k"]], plan["a"]),
            "b_desc": _desc(t, [cfg["block_k"], cfg["block_n"]], plan["b"]),
-           "c_desc": _desc(t, [plan["tile_m"], cfg["block_n"]], plan["c"]),
+           "c_desc": _desc(t, [plan["tile_m"], plan["epilogue_n"]], plan["c"]),
            "M": "i32", "N": "i32", "K": "i32", "STAGES": "constexpr", "MINOR_DIM": "constexpr",
-           "TILE_WIDTH": "constexpr", "acc_layout": "constexpr", "group_all": "constexpr"}
+           "TILE_WIDTH": "constexpr", "SPLIT": "constexpr", ("CONSUMERS" if ws else "RELEASE"): "constexpr",
+           "acc_layout": "constexpr", "group_all": "constexpr"}
+    constants = {"STAGES": cfg["stages"], "MINOR_DIM": cfg["minor_dim"], "TILE_WIDTH": cfg["tile_width"],
+                 "SPLIT": plan["split"], "acc_layout": plan["acc"], "group_all": plan["group_all"]}
+    constants.update({"CONSUMERS": cfg["consumers"]} if ws else {"RELEASE": plan["release"]})
     expect = ("wgmma.mma_async", "cp.async.bulk.tensor") + (
         (".multicast::cluster", ".reqnctapercluster", "mbarrier.arrive.shared::cluster") if cfg["num_ctas"] > 1 else ())
-    return lens.KernelSpec("hopper_matmul", hopper_matmul_kernel, sig,
-                           {"STAGES": cfg["stages"], "MINOR_DIM": cfg["minor_dim"], "TILE_WIDTH": cfg["tile_width"],
-                            "acc_layout": plan["acc"], "group_all": plan["group_all"]},
+    return lens.KernelSpec("hopper_matmul", hopper_matmul_kernel if ws else pipelined_matmul_kernel, sig, constants,
                            {"num_warps": plan["num_warps"], "num_ctas": cfg["num_ctas"]}, targets=("sm_90a",),
                            expect=expect)
 
 
-def benchmark(quick: bool = False, log=print) -> dict:
-    """TFLOP/s at M = N = 8192, K = 512 ... 16384 (fp16), against cuBLAS (CublasLt) and torch.matmul in
-    the same run, for 1, 2 and 4 CTAs per cluster."""
+# ------------------------------------------------------------------------------------ the ceiling
+
+@gluon.jit
+def mma_peak_kernel(out_ptr, ITERS, a_layout: gl.constexpr, b_layout: gl.constexpr, acc_layout: gl.constexpr,
+                    fill_layout: gl.constexpr):
+    """Tensor cores with nothing else to do: ITERS wgmmas on operands that never leave shared memory,
+    one MMA in flight behind the next, as in the matmul's main loop. Its rate is the dense fp16
+    ceiling the matmul is measured against (same GPU, same run, same clocks)."""
+    BM: gl.constexpr = acc_layout.warps_per_cta[0] * 16
+    BN: gl.constexpr = acc_layout.instr_shape[1]
+    BK: gl.constexpr = 64
+    a = gl.allocate_shared_memory(gl.float16, [BM, BK], a_layout, gl.full([BM, BK], 0.01, gl.float16, fill_layout))
+    b = gl.allocate_shared_memory(gl.float16, [BK, BN], b_layout, gl.full([BK, BN], 0.01, gl.float16, fill_layout))
+    hopper.fence_async_shared()
+    acc = gl.zeros([BM, BN], gl.float32, acc_layout)
+    for _ in range(ITERS):
+        acc = hopper.warpgroup_mma(a, b, acc, is_async=True)
+        acc = hopper.warpgroup_mma_wait(1, deps=[acc])
+    acc = hopper.warpgroup_mma_wait(0, deps=[acc])
+    gl.store(out_ptr + gl.program_id(0), gl.max(gl.max(acc, axis=1), axis=0))   # keeps the MMAs alive
+
+
+def mma_peak_tflops(iters: int = 20000, block_m: int = 128, block_n: int = 256) -> float:
+    """Measured dense fp16 wgmma rate of the whole GPU (one CTA per SM, two warpgroups each)."""
+    import torch
     from . import bench
-    require(HOPPER, "the hopper-matmul benchmark")
-    variants = {f"ctas{n}": (lambda a, b, c, n=n: hopper_matmul(a, b, out=c, num_ctas=n)) for n in (1, 2, 4)}
-    columns, rows = bench.matmul_sweep(variants, [512, 4096] if quick else [512, 1024, 2048, 4096, 8192, 16384],
-                                       log, "hopper-matmul")
-    config = {k: (list(v) if isinstance(v, tuple) else v) for k, v in CONFIG.items()}
-    return {"method": {"timer": "do_bench", "statistic": "median", "dtype": "float16", "M": 8192, "N": 8192,
-                       "config": config},
-            "ceilings": {"cublas_fp16_tflops": {f"8192x8192x{r[0]}": r[-2] for r in rows}},
-            "columns": columns, "rows": rows}
+    _hopper_only("mma_peak_tflops")
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    out = torch.empty(sms, device="cuda", dtype=torch.float32)
+    warps = block_m // 16
+    args = dict(a_layout=_layout([block_m, 64], gl.float16, []), b_layout=_layout([64, block_n], gl.float16, []),
+                acc_layout=gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[warps, 1],
+                                                     instr_shape=[16, block_n, 16]),
+                fill_layout=gl.BlockedLayout([1, 8], [4, 8], [warps, 1], [1, 0]), num_warps=warps)
+    ms = bench.time_ms(lambda: mma_peak_kernel[(sms,)](out, iters, **args), cudagraph=False, rep=200)
+    if not bool(torch.isfinite(out).all()):
+        raise RuntimeError("mma_peak_kernel produced non-finite values")
+    return sms * iters * 2 * block_m * block_n * 64 / (ms * 1e-3) / 1e12
+
+
+# ---------------------------------------------------------------------------------- the benchmark
+
+VARIANTS = {            # the configurations the benchmark sweeps (a small, honest config table)
+    "1-CTA": dict(num_ctas=1),
+    "2-CTA": dict(num_ctas=2),
+    "4-CTA": dict(num_ctas=4),
+    "ping-pong": dict(num_ctas=1, consumers=2, block_m=64, stages=4),
+    "ping-pong 2-CTA": dict(num_ctas=2, consumers=2, block_m=64, stages=4),
+}
+# (M, N, K) of real layers: Llama-3-8B (hidden 4096, MLP 14336; fused QKV 6144) and -70B (hidden 8192)
+MODEL_SHAPES = [(m, n, k) for m in (4096, 16384) for n, k in ((6144, 4096), (14336, 4096), (4096, 14336),
+                                                             (8192, 8192), (28672, 8192))]
+
+
+def _variants(names, table):
+    return {n: (lambda a, b, c, cfg=table[n]: prepare(a, b, c, **cfg)) for n in names}
+
+
+def benchmark(quick: bool = False, log=print) -> dict:
+    """The chapter's measurements, all in one run on one GPU: (1) TFLOP/s at M = N = 8192, K = 512 ...
+    16384 (fp16) for each VARIANTS entry against cuBLAS (CublasLt) and torch.matmul, and the measured
+    wgmma ceiling; (2) the ablation; (3) layer shapes of real models; (4) bf16. Set
+    MULTICTA_SKIP="name,name" to leave variants out (recorded in the result)."""
+    import os
+    from . import bench
+    _hopper_only("the hopper-matmul benchmark")
+    skip = [n for n in os.environ.get("MULTICTA_SKIP", "").split(",") if n]
+    names = [n for n in VARIANTS if n not in skip]
+    ks = [512, 4096] if quick else [512, 1024, 2048, 4096, 8192, 16384]
+    peak = mma_peak_tflops()
+    log(f"[hopper-matmul] wgmma ceiling {peak:.0f} TFLOP/s")
+    columns, rows = bench.matmul_sweep(_variants(names, VARIANTS), [(8192, 8192, k) for k in ks], log, "hopper-matmul")
+    tables = {}
+    for key, variants, shapes, dtype in (
+            ("ablation", _variants(ABLATION, ABLATION), [(8192, 8192, 512), (8192, 8192, 4096)], "float16"),
+            ("models", _variants(names[:2], VARIANTS), MODEL_SHAPES[:2] if quick else MODEL_SHAPES, "float16"),
+            ("bf16", _variants(names[:2], VARIANTS), [(8192, 8192, k) for k in (1024, 8192)], "bfloat16")):
+        c, r = bench.matmul_sweep(variants, shapes, log, f"hopper-matmul {key}", dtype)
+        tables[key] = {"columns": c, "rows": r}
+    return {"method": {"timer": "triton.testing.do_bench (L2 flushed before each call; CUDA events)",
+                       "statistic": "median", "dtype": "float16 in and out, fp32 accumulation",
+                       "launch": "prepare(): validated, compiled and descriptors built once; the timer sees launches",
+                       "variants": {n: VARIANTS[n] for n in names}, "skipped": skip, "defaults": CONFIG,
+                       "ablation": ABLATION},
+            "ceilings": {"wgmma_fp16_tflops": round(peak, 1),
+                         "cublas_fp16_tflops": {f"{r[0]}x{r[1]}x{r[2]}": r[-2] for r in rows}},
+            "columns": columns, "rows": rows, "tables": tables}
+
+
+# ------------------------------------------------------------------------- L2 bytes, through ncu
+
+L2_METRICS = "lts__t_bytes.sum,lts__t_sectors_srcunit_tex_op_read.sum,dram__bytes_read.sum,gpu__time_duration.sum"
+L2_COMMAND = ("ncu --clock-control none --kernel-name regex:'matmul_kernel|gemm|nvjet|sm90' "
+              f"--metrics {L2_METRICS} --csv python -m multicta_kernels.hopper_matmul > l2.csv")
+L2_LAUNCHES = {**ABLATION, "warp specialised 1-CTA": VARIANTS["1-CTA"], "warp specialised 4-CTA": VARIANTS["4-CTA"]}
+
+
+def profile_launches(M: int = 8192, N: int = 8192, K: int = 4096) -> None:
+    """One launch of each ablation step and variant, then cuBLAS: what ``L2_COMMAND`` profiles."""
+    import torch
+    from . import bench
+    a = torch.randn(M, K, device="cuda", dtype=torch.float16)
+    b = torch.randn(K, N, device="cuda", dtype=torch.float16)
+    c = torch.empty(M, N, device="cuda", dtype=torch.float16)
+    for cfg in L2_LAUNCHES.values():
+        prepare(a, b, c, **cfg)()
+    bench.Cublas().matmul(a, b.T.contiguous(), c)
+    torch.cuda.synchronize()
+
+
+def record_l2(csv_path, out, env: dict) -> dict:
+    """Turn ncu's CSV (from ``L2_COMMAND``) into a result: one row per profiled kernel, in launch order."""
+    import csv
+    from . import bench
+    lines = [ln for ln in open(csv_path) if ln.startswith('"')]
+    rows = list(csv.reader(lines))
+    head, data = rows[0], rows[1:]
+    col = {h: head.index(h) for h in ("ID", "Kernel Name", "Grid Size", "Metric Name", "Metric Value")}
+    kernels: dict = {}
+    for r in data:
+        k = kernels.setdefault(int(r[col["ID"]]), {"kernel": r[col["Kernel Name"]], "grid": r[col["Grid Size"]]})
+        k[r[col["Metric Name"]]] = float(r[col["Metric Value"]].replace(",", ""))
+    names = list(L2_LAUNCHES) + ["cuBLAS"]
+    if len(kernels) != len(names):
+        raise ValueError(f"expected {len(names)} profiled kernels ({', '.join(names)}), found {len(kernels)}")
+    table = [[n, k["kernel"][:60], k["grid"], round(k["gpu__time_duration.sum"] / 1e3, 1),
+              round(k["lts__t_bytes.sum"] / 1e9, 3), round(k["lts__t_sectors_srcunit_tex_op_read.sum"] * 32 / 1e9, 3),
+              round(k["dram__bytes_read.sum"] / 1e9, 3)] for n, (_, k) in zip(names, sorted(kernels.items()))]
+    result = {"benchmark": "hopper-matmul-l2", **env, "command": L2_COMMAND,
+              "method": {"timer": "ncu gpu__time_duration (profiled, --clock-control none)", "shape": [8192, 8192, 4096],
+                         "dtype": "float16", "launches": "one of each; ncu replays it once per metric pass"},
+              "ceilings": {}, "columns": ["variant", "kernel", "grid", "time_us", "l2_bytes_gb", "l2_reads_from_sms_gb",
+                                          "dram_read_gb"], "rows": table}
+    bench.save(result, out)
+    return result
+
+
+if __name__ == "__main__":
+    profile_launches()

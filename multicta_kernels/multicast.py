@@ -370,7 +370,7 @@ def prepare_matmul(a, b, out, config: dict, defaults: dict, plan_fn, needed: str
         out = torch.empty((M, N), device=a.device, dtype=a.dtype)
     elif tuple(out.shape) != (M, N) or out.dtype != a.dtype:
         raise ValueError(f"out must be a ({M}, {N}) {a.dtype} tensor, got {tuple(out.shape)} {out.dtype}")
-    out_cols = cfg.get("epilogue_n", cfg["block_n"])
+    out_cols = cfg.get("epilogue_n") or cfg["block_n"]
     check_tma_tensor(out, "out", [min(plan["tile_m"], 256), out_cols])
     descs = (TensorDescriptor.from_tensor(a, [plan["tile_m"], cfg["block_k"]], plan["a"]),
              TensorDescriptor.from_tensor(b, [cfg["block_k"], cfg["block_n"]], plan["b"]),
