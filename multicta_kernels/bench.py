@@ -106,32 +106,37 @@ def cublas_tflops(M: int = 8192, N: int = 8192, K: int = 8192, dtype: str = "flo
     return tflops(M, N, K, ms)
 
 
-def matmul_sweep(variants: dict, ks, log, tag: str, M: int = 8192, N: int = 8192) -> tuple[list, list]:
-    """TFLOP/s and relative error of each ``variants[name](a, b, out)`` at M x N x K (fp16) for each K,
-    with cuBLAS (CublasLt, the reference output) and torch.matmul measured in the same run.
-    Returns (columns, rows)."""
+def matmul_sweep(variants: dict, shapes, log, tag: str, dtype: str = "float16") -> tuple[list, list]:
+    """TFLOP/s and relative error of each variant at each (M, N, K), with cuBLAS (CublasLt, also the
+    reference output) and torch.matmul measured in the same run with the same timer.
+    ``variants[name](a, b, out)`` returns a prepared ``launch()`` (validated, compiled, descriptors
+    built), so that the timer sees the GPU and not the Python front. Returns (columns, rows)."""
     import torch
+    dt = getattr(torch, dtype)
     blas = Cublas()
     rows = []
-    for K in ks:
-        a = torch.randn(M, K, device="cuda", dtype=torch.float16)
-        b = torch.randn(K, N, device="cuda", dtype=torch.float16)
+    for M, N, K in shapes:
+        a = torch.randn(M, K, device="cuda", dtype=dt)
+        b = torch.randn(K, N, device="cuda", dtype=dt)
         b_t = b.T.contiguous()
-        ref = torch.empty(M, N, device="cuda", dtype=torch.float16)
+        ref = torch.empty(M, N, device="cuda", dtype=dt)
         blas.matmul(a, b_t, ref)
         c = torch.empty_like(ref)
-        row = [K]
-        for fn in variants.values():
-            fn(a, b, c)
+        row = [M, N, K]
+        for make in variants.values():
+            c.fill_(float("nan"))
+            launch = make(a, b, c)
+            launch()
             err = rel_err(c, ref)
-            ms = time_ms(lambda: fn(a, b, c), cudagraph=False, rep=200)
+            ms = time_ms(launch, cudagraph=False, rep=200)
             row += [round(tflops(M, N, K, ms), 1), err]
         row.append(round(tflops(M, N, K, time_ms(lambda: blas.matmul(a, b_t, ref), cudagraph=False, rep=200)), 1))
         row.append(round(tflops(M, N, K, time_ms(lambda: a @ b, cudagraph=False, rep=200)), 1))
         rows.append(row)
-        log(f"[{tag}] K={K}: " + ", ".join(f"{n} {row[1 + 2 * i]}" for i, n in enumerate(variants))
+        log(f"[{tag}] {dtype} {M}x{N}x{K}: " + ", ".join(f"{n} {row[3 + 2 * i]}" for i, n in enumerate(variants))
             + f", cuBLAS {row[-2]}, torch {row[-1]} TFLOP/s")
-    columns = ["K"] + [c for n in variants for c in (f"{n}_tflops", f"{n}_rel_err")] + ["cublas_tflops", "torch_tflops"]
+    columns = ["M", "N", "K"] + [c for n in variants for c in (f"{n}_tflops", f"{n}_rel_err")] + [
+        "cublas_tflops", "torch_tflops"]
     return columns, rows
 
 

@@ -97,3 +97,31 @@ def latency(result, *, x="num_ctas", y="ns_per_round", by="what", ax=None, title
     ax.legend(fontsize=8)
     ax.set_title(title or f"measured on {_label_gpu(result)}", fontsize=10)
     return ax
+
+
+def matmul(result, series, *, x="K", ax=None, ceilings=(), table=None, title=None):
+    """TFLOP/s against ``x`` (log 2) for each (column, label, colour) in ``series``; ``ceilings`` are
+    (value, label) pairs drawn as dashed lines. ``table`` picks a sub-table of ``result["tables"]``."""
+    import matplotlib.pyplot as plt
+    ax = ax or plt.subplots(figsize=(7.5, 4.4))[1]
+    src = result["tables"][table] if table else result
+    xs = np.array(bench.column(src, x), dtype=float)
+    o = np.argsort(xs)
+    for i, (col, label, colour) in enumerate(series):
+        ys = np.array(bench.column(src, col), dtype=float)
+        ax.plot(xs[o], ys[o], marker="os^vDPX"[i % 7], color=colour, label=label,
+                ls="--" if col in ("cublas_tflops", "torch_tflops") else "-")
+    top = 0.0
+    for value, label in ceilings:
+        ax.axhline(value, color=CEILING, lw=1, ls="--")
+        ax.text(xs.min(), value * 1.01, label, fontsize=8, va="bottom")
+        top = max(top, value)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(xs[o], [str(int(v)) for v in xs[o]])
+    ax.set_xlabel(f"{x} (reduction length)" if x == "K" else x)
+    ax.set_ylabel("TFLOP/s (2MNK / time)")
+    ax.set_ylim(0, max(top * 1.08, ax.get_ylim()[1]))
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    ax.set_title(title or f"measured on {_label_gpu(result)}", fontsize=10)
+    return ax
