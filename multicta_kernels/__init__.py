@@ -16,7 +16,7 @@ One module per idea, in book order:
 ``multicast``             chapter 3: operand layouts, TMA multicast, the TMA -> MMA loop
 ``two_cta``               chapter 4: 2-CTA tcgen05 MMA, a 1-CTA kernel and its 2-CTA twin
 ``clc_matmul``            chapter 5: the persistent, warp-specialised CLC matmul (Blackwell)
-``hopper_matmul``         chapter 6 (groundwork, not yet run on a GPU): the Hopper multicast matmul
+``hopper_matmul``         chapter 6: the Hopper cluster matmul, its ablation and ceiling
 ``bench``                 ceilings, timing and the results store; ``python -m
                           multicta_kernels.bench NAME --out results/...``
 ``plots``                 benchmark figures with ceilings drawn as lines

@@ -1,8 +1,7 @@
-"""Chapter 6 groundwork: the Hopper multicast matmul. CPU: compiles, validation. Hopper-marked:
-correctness against torch.matmul with edge tiles in M, N and K, output poisoned first. (Not yet
-run on a GPU when written: these are the first tests to run on an H200.)"""
-import dataclasses
-
+"""Chapter 6: the Hopper cluster matmul. CPU: every configuration compiles for sm_90a with wgmma,
+multicast TMA and a cluster launch; the plan's and the wrapper's messages. Hopper-marked: correctness
+against torch.matmul for every configuration the chapter measures, with edge tiles in M, N and K,
+output poisoned with NaN first."""
 import pytest
 import torch
 
@@ -10,17 +9,33 @@ from multicta_kernels import bench
 from multicta_kernels import hopper_matmul as hm
 from multicta_kernels import lens
 
+CONFIGS = {**hm.VARIANTS, **hm.ABLATION, "sub-tiled epilogue": dict(epilogue_n=64, stages=4),
+           "bm64 bn128": dict(block_m=64, block_n=128, stages=4)}
 
-@pytest.mark.parametrize("cfg", [{}, {"num_ctas": 4}, {"num_ctas": 1}, {"block_m": 64, "block_n": 128, "stages": 4}])
-def test_compiles_with_wgmma_and_multicast(cfg):
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_compiles_with_wgmma_and_multicast(name):
+    cfg = CONFIGS[name]
     k = lens.compile(hm.hopper_matmul_spec(**cfg), "sm_90a")
-    assert all(k.census(k.spec.expect).values())
-    assert k.census(["ld.local"])["ld.local"] == 0
+    assert all(k.census(k.spec.expect).values()), k.census(k.spec.expect)
+    assert k.census(["ld.local"])["ld.local"] == 0                   # no register spills
+    assert k.shared_bytes <= hm.SMEM_LIMIT
+    if cfg.get("num_ctas", hm.CONFIG["num_ctas"]) > 1:
+        assert ".reqnctapercluster" in k.ptx and ".multicast::cluster" in k.ptx
+
+
+def test_ping_pong_gives_each_consumer_a_warpgroup_and_registers():
+    """wgmma runs on whole warpgroups: each consumer must own 4 aligned warps, with the registers."""
+    k = lens.compile(hm.hopper_matmul_spec(**hm.VARIANTS["ping-pong"]), "sm_90a")
+    assert "setmaxnreg.inc.sync.aligned.u32 \t232;" in k.ptx                # both consumers get 232 registers
+    assert k.census(["wgmma.mma_async"])["wgmma.mma_async"] == 8         # one loop per consumer
 
 
 @pytest.mark.parametrize("cfg, msg", [({"num_ctas": 8}, "1, 2 or 4"), ({"block_m": 256}, "64 or 128"),
                                       ({"block_n": 512}, "up to 256"), ({"stages": 5}, "shared memory"),
-                                      ({"block_k": 128}, "32 or 64")])
+                                      ({"block_k": 128}, "32 or 64"), ({"consumers": 2}, "ping-pong"),
+                                      ({"epilogue_n": 48}, "epilogue_n"),
+                                      ({"consumers": 2, "block_m": 64, "warp_specialize": False}, "ping-pong")])
 def test_plan_messages(cfg, msg):
     with pytest.raises(ValueError, match=msg):
         hm.hopper_matmul_spec(**cfg)
@@ -32,26 +47,50 @@ def test_wrapper_messages():
         hm.hopper_matmul(a, a, tiles=2)
     with pytest.raises(ValueError, match="multiples of 8"):
         hm.hopper_matmul(torch.randn(64, 60, dtype=torch.float16), torch.randn(60, 64, dtype=torch.float16))
+    with pytest.raises(ValueError, match=r"need \(M, K\) @ \(K, N\)"):
+        hm.hopper_matmul(torch.randn(64, 64, dtype=torch.float16), torch.randn(32, 64, dtype=torch.float16))
 
 
 @pytest.mark.hopper
-@pytest.mark.parametrize("num_ctas", [1, 2, 4])
-@pytest.mark.parametrize("M, N, K, dtype", [(512, 512, 256, torch.float16), (1000, 776, 328, torch.float16),
-                                            (3000, 2056, 1000, torch.bfloat16), (128, 256, 64, torch.float16)])
-def test_matches_torch(num_ctas, M, N, K, dtype):
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+@pytest.mark.parametrize("M, N, K, dtype", [(1000, 776, 328, torch.float16), (3000, 2056, 1000, torch.bfloat16),
+                                            (128, 256, 64, torch.float16), (2048, 2048, 4096, torch.float16)])
+def test_matches_torch(name, M, N, K, dtype):
     a = torch.randn(M, K, device="cuda").to(dtype)
     b = torch.randn(K, N, device="cuda").to(dtype)
     c = torch.full((M, N), float("nan"), device="cuda", dtype=dtype)
-    hm.hopper_matmul(a, b, out=c, num_ctas=num_ctas)
+    hm.hopper_matmul(a, b, out=c, **CONFIGS[name])
     ref = a.float() @ b.float()
     assert not torch.isnan(c).any()
     assert bench.rel_err(c, ref) < 1e-2
 
 
 @pytest.mark.hopper
-def test_persistence_with_few_programs():
+@pytest.mark.parametrize("name", ["1-CTA", "2-CTA", "ping-pong"])
+def test_persistence_with_few_programs(name):
     a = torch.randn(1024, 512, device="cuda", dtype=torch.float16)
     b = torch.randn(512, 1024, device="cuda", dtype=torch.float16)
-    c = hm.hopper_matmul(a, b, programs=3)        # each cluster walks many tiles
-    ref = a.float() @ b.float()
-    assert bench.rel_err(c, ref) < 1e-2
+    c = hm.hopper_matmul(a, b, programs=3, **hm.VARIANTS[name])        # each cluster walks many tiles
+    assert bench.rel_err(c, a.float() @ b.float()) < 1e-2
+
+
+@pytest.mark.hopper
+@pytest.mark.parametrize("num_ctas, fits", [(1, 132), (2, 66), (4, 30)])
+def test_grid_is_what_fits(num_ctas, fits):
+    """A persistent grid is sized by the occupancy calculator: on an H200 only 30 clusters of 4 fit."""
+    a = torch.randn(8192, 512, device="cuda", dtype=torch.float16)
+    b = torch.randn(512, 8192, device="cuda", dtype=torch.float16)
+    launch = hm.prepare(a, b, num_ctas=num_ctas)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    assert launch.grid <= sms // num_ctas
+    if torch.cuda.get_device_properties(0).name.endswith("H200"):
+        assert launch.grid == fits
+
+
+def test_refuses_without_hopper_after_validating():
+    from multicta_kernels.hardware import UnsupportedHardwareError, tier
+    if tier().name == "hopper":
+        pytest.skip("this is a Hopper: the kernel runs")
+    a = torch.randn(256, 64, dtype=torch.float16)
+    with pytest.raises(UnsupportedHardwareError, match="Hopper|sm_90"):
+        hm.hopper_matmul(a, a.T.contiguous())
