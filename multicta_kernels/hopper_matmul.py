@@ -78,6 +78,16 @@ class Ring:
 
 
 @gluon.jit
+def _ring(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr, RELEASE: gl.constexpr, MINOR_DIM: gl.constexpr,
+          TILE_WIDTH: gl.constexpr, group_all: gl.constexpr):
+    """Allocate the ring's buffers and initialise its barriers (RELEASE: chapter 3's modes)."""
+    a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_shape, a_desc.layout)
+    b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_shape, b_desc.layout)
+    ready, freed, go = _ring_barriers(STAGES, RELEASE, group_all)
+    return Ring(a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, freed, go, M, N, K, STAGES, MINOR_DIM, TILE_WIDTH)
+
+
+@gluon.jit
 def _halves(parts):
     """Split every [M, N] tensor of `parts` into its left and right [M, N/2] halves, in order."""
     out = ()
@@ -119,10 +129,7 @@ def _staging(c_desc, SPLIT: gl.constexpr, CONSUMERS: gl.constexpr):
 def pipelined_matmul_kernel(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr, MINOR_DIM: gl.constexpr,
                             TILE_WIDTH: gl.constexpr, SPLIT: gl.constexpr, RELEASE: gl.constexpr,
                             acc_layout: gl.constexpr, group_all: gl.constexpr):
-    a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_shape, a_desc.layout)
-    b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_shape, b_desc.layout)
-    ready, freed, go = _ring_barriers(STAGES, RELEASE, group_all)
-    r = Ring(a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, freed, go, M, N, K, STAGES, MINOR_DIM, TILE_WIDTH)
+    r = _ring(a_desc, b_desc, c_desc, M, N, K, STAGES, RELEASE, MINOR_DIM, TILE_WIDTH, group_all)
     c_smem = _staging(c_desc, SPLIT, 1)
     TM: gl.constexpr = a_desc.block_shape[0]
     TN: gl.constexpr = b_desc.block_shape[1]
@@ -138,13 +145,13 @@ def pipelined_matmul_kernel(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexp
     for t in range(total):
         s = t % STAGES
         kk = t % k_steps
-        mbarrier.wait(ready.index(s), (t // STAGES) & 1)
-        acc = hopper.warpgroup_mma(a_bufs.index(s), b_bufs.index(s), acc, use_acc=kk > 0, is_async=True)
+        mbarrier.wait(r.ready.index(s), (t // STAGES) & 1)
+        acc = hopper.warpgroup_mma(r.a_bufs.index(s), r.b_bufs.index(s), acc, use_acc=kk > 0, is_async=True)
         acc = hopper.warpgroup_mma_wait(1, deps=[acc])     # step t-1's MMA is done: its stage is free here
         j = t + STAGES - 1                                 # ... and step j reuses that stage
         if j < total:
             if t > 0:                                      # every CTA must be done with it (multicast)
-                _release((t - 1) % STAGES, freed, go, ((t - 1) // STAGES) & 1, RELEASE)
+                _release((t - 1) % STAGES, r.freed, r.go, ((t - 1) // STAGES) & 1, RELEASE)
             r.load(j % STAGES, first + (j // k_steps) * stride, j % k_steps)
         if kk == k_steps - 1:
             acc = hopper.warpgroup_mma_wait(0, deps=[acc])
@@ -217,13 +224,10 @@ def consumer_partition(r, c_smem, turn, acc_layout: gl.constexpr, WHICH: gl.cons
 def hopper_matmul_kernel(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr, MINOR_DIM: gl.constexpr,
                          TILE_WIDTH: gl.constexpr, SPLIT: gl.constexpr, CONSUMERS: gl.constexpr,
                          acc_layout: gl.constexpr, group_all: gl.constexpr):
-    a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_shape, a_desc.layout)
-    b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_shape, b_desc.layout)
-    ready, freed, go = _ring_barriers(STAGES, 1, group_all)     # all inits before warp_specialize (chapter 2)
-    r = Ring(a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, freed, go, M, N, K, STAGES, MINOR_DIM, TILE_WIDTH)
-    c_smem = _staging(c_desc, SPLIT, CONSUMERS)
+    r = _ring(a_desc, b_desc, c_desc, M, N, K, STAGES, 1, MINOR_DIM, TILE_WIDTH, group_all)  # inits before
+    c_smem = _staging(c_desc, SPLIT, CONSUMERS)                                               # warp_specialize
     if CONSUMERS == 1:
-        gl.warp_specialize([(consumer_partition, (r, c_smem, ready, acc_layout, 0, 1, SPLIT)),
+        gl.warp_specialize([(consumer_partition, (r, c_smem, r.ready, acc_layout, 0, 1, SPLIT)),
                             (producer_partition, (r, 1))], [1], [40])
     else:      # ping-pong: the producer takes the default warps, each consumer an aligned warpgroup
         turn = mbarrier.allocate_mbarrier(batch=2)               # turn[c]: consumer c may start a tile
