@@ -255,8 +255,9 @@ def _plan(M, N, K, dtype, block_m, block_n, block_k, stages, num_ctas, minor_dim
         raise ValueError(f"block_n must be a multiple of 8 up to 256 (one wgmma), got {block_n}")
     if block_k not in (32, 64):
         raise ValueError(f"block_k must be 32 or 64, got {block_k}")
-    if consumers not in (1, 2) or (consumers == 2 and (block_m != 64 or not warp_specialize)):
-        raise ValueError("consumers must be 1, or 2 (ping-pong) with block_m=64 and warp_specialize=True")
+    if consumers not in (1, 2) or (consumers == 2 and (block_m * block_n > 128 * 128 or not warp_specialize)):
+        raise ValueError("consumers must be 1, or 2 (ping-pong: one warpgroup per tile, so block_m * block_n at "
+                         "most 128 * 128 registers' worth, and warp_specialize=True)")
     epilogue_n = epilogue_n or block_n
     split = block_n // epilogue_n if block_n % epilogue_n == 0 else 0
     if split not in (1, 2, 4, 8) or epilogue_n % 8:
@@ -274,11 +275,12 @@ def _plan(M, N, K, dtype, block_m, block_n, block_k, stages, num_ctas, minor_dim
     n = num_ctas.bit_length() - 1
     rows, bcast = [[1 << i, 0] for i in range(n)], [[0, 0]] * n
     tm = block_m * num_ctas
+    warps = 4 if consumers == 2 else block_m // 16        # a ping-pong consumer is one warpgroup
     return dict(tile_m=tm, a=_layout([tm, block_k], dtype, rows), b=_layout([block_k, block_n], dtype, bcast),
                 c=_layout([tm, epilogue_n], dtype, rows), split=split, smem=smem, epilogue_n=epilogue_n,
-                acc=gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[block_m // 16, 1],
+                acc=gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[warps, 1],
                                               instr_shape=[16, block_n, 16], cga_layout=rows),
-                group_all=mbarrier.MBarrierLayout([[0]] * n), num_warps=block_m // 16,
+                group_all=mbarrier.MBarrierLayout([[0]] * n), num_warps=warps,
                 release=1 if num_ctas > 1 else 2)
 
 
@@ -433,6 +435,8 @@ VARIANTS = {            # the configurations the benchmark sweeps (a small, hone
     "4-CTA": dict(num_ctas=4),
     "ping-pong": dict(num_ctas=1, consumers=2, block_m=64, stages=4),
     "ping-pong 2-CTA": dict(num_ctas=2, consumers=2, block_m=64, stages=4),
+    "ping-pong 128x128": dict(num_ctas=1, consumers=2, block_m=128, block_n=128, stages=5),
+    "ping-pong 128x128 2-CTA": dict(num_ctas=2, consumers=2, block_m=128, block_n=128, stages=5),
 }
 # (M, N, K) of real layers: Llama-3-8B (hidden 4096, MLP 14336; fused QKV 6144) and -70B (hidden 8192)
 MODEL_SHAPES = [(m, n, k) for m in (4096, 16384) for n, k in ((6144, 4096), (14336, 4096), (4096, 14336),
