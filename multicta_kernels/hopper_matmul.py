@@ -163,7 +163,7 @@ def pipelined_matmul_kernel(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexp
 # --------------------------------------------------------------------- 2. with warp specialisation
 
 @gluon.jit
-def producer_partition(r, CONSUMERS: gl.constexpr):
+def producer_partition(r):
     m_tiles, n_tiles = r.tiles()
     k_steps = r.k_steps()
     it = 0
@@ -228,12 +228,12 @@ def hopper_matmul_kernel(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr, 
     c_smem = _staging(c_desc, SPLIT, CONSUMERS)                                               # warp_specialize
     if CONSUMERS == 1:
         gl.warp_specialize([(consumer_partition, (r, c_smem, r.ready, acc_layout, 0, 1, SPLIT)),
-                            (producer_partition, (r, 1))], [1], [40])
+                            (producer_partition, (r,))], [1], [40])
     else:      # ping-pong: the producer takes the default warps, each consumer an aligned warpgroup
         turn = mbarrier.allocate_mbarrier(batch=2)               # turn[c]: consumer c may start a tile
         for c in gl.static_range(2):
             mbarrier.init(turn.index(c), count=1)
-        gl.warp_specialize([(producer_partition, (r, 2)),
+        gl.warp_specialize([(producer_partition, (r,)),
                             (consumer_partition, (r, c_smem, turn, acc_layout, 0, 2, SPLIT)),
                             (consumer_partition, (r, c_smem, turn, acc_layout, 1, 2, SPLIT))], [4, 4], [232, 232])
 
@@ -314,8 +314,9 @@ def max_clusters(compiled, num_ctas: int) -> int:
 
 def prepare(a, b, out=None, *, programs: int | None = None, **config):
     """Validate once, build the TMA descriptors once, compile, size the grid, and return ``launch()``,
-    which only launches (what a benchmark should time: the Python front costs more than a small-K
-    matmul on the GPU). Options: see CONFIG and ``hopper_matmul``."""
+    which only launches (what a benchmark should time: the Python front can cost as much as a small-K
+    matmul on the GPU). ``launch.grid`` is the number of clusters. Options: see CONFIG and
+    ``hopper_matmul``."""
     cfg, plan, out, descs, M, N, K = prepare_matmul(a, b, out, config, CONFIG, _plan, HOPPER,
                                                     "hopper_matmul (wgmma and TMA multicast)")
     _hopper_only("hopper_matmul")
@@ -333,7 +334,7 @@ def prepare(a, b, out=None, *, programs: int | None = None, **config):
     def launch():
         run(*args)
         return out
-    launch.grid, launch.tiles, launch.config = min(tiles, programs), tiles, cfg
+    launch.grid = min(tiles, programs)
     return launch
 
 
@@ -353,6 +354,23 @@ def operand_bytes(M: int, N: int, K: int, block_m: int = 128, block_n: int = 256
     cluster of num_ctas CTAs fetches its shared B tile once (multicast)."""
     tiles = math.ceil(M / block_m) * math.ceil(N / block_n)
     return tiles * K * itemsize * (block_m + block_n / num_ctas)
+
+
+BASELINES = ("cublas_tflops", "torch_tflops")
+
+
+def against_baseline(table) -> list[dict]:
+    """Per row of a recorded matmul sweep (a result or one of its ``tables``): the best of our variants,
+    its TFLOP/s, the better of cuBLAS and torch.matmul, and the ratio of the two."""
+    from . import bench
+    ours = [c for c in table["columns"] if c.endswith("_tflops") and c not in BASELINES]
+    out = []
+    for r in bench.records(table):
+        best = max(ours, key=lambda c: r[c])
+        base = max(r[c] for c in BASELINES)
+        out.append({"M": r["M"], "N": r["N"], "K": r["K"], "best": best.removesuffix("_tflops"), "tflops": r[best],
+                    "baseline": base, "ratio": r[best] / base})
+    return out
 
 
 # The chapter's ablation: each step adds one idea to the one before.

@@ -41,6 +41,15 @@ def test_plan_messages(cfg, msg):
         hm.hopper_matmul_spec(**cfg)
 
 
+def test_against_baseline_picks_the_best_variant_and_the_better_baseline():
+    table = {"columns": ["M", "N", "K", "a_tflops", "a_rel_err", "b_tflops", "b_rel_err", "cublas_tflops",
+                         "torch_tflops"],
+             "rows": [[8, 8, 8, 500.0, 0.0, 600.0, 0.0, 580.0, 620.0], [8, 8, 16, 700.0, 0.0, 650.0, 0.0, 690.0, 640.0]]}
+    got = hm.against_baseline(table)
+    assert [(g["best"], g["baseline"]) for g in got] == [("b", 620.0), ("a", 690.0)]
+    assert got[0]["ratio"] == pytest.approx(600 / 620) and got[1]["ratio"] == pytest.approx(700 / 690)
+
+
 def test_wrapper_messages():
     a = torch.randn(64, 64, dtype=torch.float16)
     with pytest.raises(TypeError, match="unknown options"):
