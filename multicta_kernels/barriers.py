@@ -27,7 +27,7 @@ from triton.experimental.gluon.language.nvidia import hopper
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier
 
 from . import lens
-from .hardware import HOPPER, require
+from .hardware import CLUSTERS, check_on_gpu, require
 
 # --------------------------------------------------------------------------------------- the model
 
@@ -216,6 +216,31 @@ def compiled_facts(bases, num_ctas: int, count: int = 3, target: str = "sm_90a")
 # ------------------------------------------------------------------------------------ the kernels
 
 @gluon.jit
+def cluster_fence():
+    """``fence.acq_rel.cluster``. A user's ``mbarrier.arrive`` is a release, and its ``wait`` an acquire,
+    at CTA scope only (PTX's default). Between CTAs, data written before the arrive is formally visible
+    to a peer after its wait only at cluster scope. Byte-counted hand-offs (TMA, tcgen05 commits, CLC
+    answers) need no fence: their completion carries the data."""
+    gl.inline_asm_elementwise("fence.acq_rel.cluster;\nmov.u32 $0, 0;", "=r", [], dtype=gl.int32,
+                              is_pure=False, pack=1)
+
+
+@gluon.jit
+def publish():
+    """Before an arrive that hands this CTA's shared-memory writes (or the end of its reads) to peers:
+    every thread is done (a CTA barrier: the arrive is issued by one thread), then a cluster-scope fence,
+    so the arrive releases all of it at cluster scope."""
+    gl.barrier()
+    cluster_fence()
+
+
+@gluon.jit
+def acquire():
+    """After a wait that hands peers' writes to this CTA: a cluster-scope fence before reading them."""
+    cluster_fence()
+
+
+@gluon.jit
 def exchange_kernel(x_ptr, out_ptr, W: gl.constexpr, rows: gl.constexpr, everyone_rows: gl.constexpr,
                     smem_rows: gl.constexpr, group_all: gl.constexpr):
     """Every CTA publishes its row in its own shared memory; after a shared barrier every CTA
@@ -232,10 +257,13 @@ def exchange_kernel(x_ptr, out_ptr, W: gl.constexpr, rows: gl.constexpr, everyon
     mbarrier.init(go, count=1)
 
     pub.store(mine)
-    mbarrier.arrive(arrived)              # every CTA's arrival lands on CTA 0 (release, cluster scope)
+    publish()                             # my row is released at cluster scope ...
+    mbarrier.arrive(arrived)              # ... by my arrival, which lands on CTA 0
     mbarrier.wait(arrived, 0)             # only CTA 0 waits: all rows are published
+    acquire()                             # CTA 0 acquires them, and passes them on:
     mbarrier.arrive(go, from_cta=0)       # CTA 0's one arrival reaches every CTA's `go`
-    mbarrier.wait(go, 0)                  # now every CTA may read every row
+    mbarrier.wait(go, 0)
+    acquire()                             # now every CTA may read every row
     everything = pub.load(everyone_rows)  # peers' rows arrive through ld.shared::cluster
     total = gl.convert_layout(gl.sum(everything, axis=0), gl.SliceLayout(0, rows))
     gl.store(out_ptr + r * W + c, mine + total[None, :])
@@ -265,16 +293,22 @@ def ping_pong_kernel(out_ptr, ROUNDS, ONE_PHASE: gl.constexpr, slot: gl.constexp
     phase = 0
     for r in range(ROUNDS):
         box.store(ids * 1000 + r)                     # my slot: CTA id * 1000 + round
+        publish()
         mbarrier.arrive(arrived)
         mbarrier.wait(arrived, phase)                 # CTA 0: all slots written
+        acquire()
         mbarrier.arrive(go, from_cta=0)
         mbarrier.wait(go, phase)                      # everyone: safe to read
+        acquire()
         seen = box.load(everyone)
         errors += gl.sum((seen != ids_all * 1000 + r).to(gl.int32), axis=0) + ids * 0   # local sum
-        mbarrier.arrive(freed)                        # done reading this round's slots
+        publish()                                     # my reads are done before I release the slots
+        mbarrier.arrive(freed)
         mbarrier.wait(freed, phase)
+        acquire()
         mbarrier.arrive(freed_go, from_cta=0)
         mbarrier.wait(freed_go, phase)                # nobody overwrites a slot another CTA still reads
+        acquire()
         if not ONE_PHASE:
             phase ^= 1
     gl.store(out_ptr + ids, errors)
@@ -296,10 +330,13 @@ def pair_sum_kernel(x_ptr, out_ptr, slot: gl.constexpr, pairs: gl.constexpr, sme
     mbarrier.init(pair_bar, count=1)                  # count 1 x group of 2, on each leader
     mbarrier.init(go, count=1)
     box.store(mine)
+    publish()
     mbarrier.arrive(pair_bar)                         # both CTAs of a pair arrive on the leader
     mbarrier.wait(pair_bar, 0)                        # only the leader waits, for both
+    acquire()
     mbarrier.arrive(go, from_cta=PAIR_MASK)           # the leader releases its pair
     mbarrier.wait(go, 0)
+    acquire()
     both = box.load(pairs)                            # CTAs 2k and 2k+1 both hold row k
     s = gl.sum(both, axis=1)                          # local: the pair's row is whole in each CTA
     gl.store(out_ptr + gl.arange(0, 4, s.type.layout), s)
@@ -308,7 +345,8 @@ def pair_sum_kernel(x_ptr, out_ptr, slot: gl.constexpr, pairs: gl.constexpr, sme
 @gluon.jit
 def barrier_cost_kernel(out_ptr, ROUNDS, MODE: gl.constexpr, group_all: gl.constexpr):
     """ROUNDS hand-offs of one kind, to time: MODE 0 an mbarrier inside one CTA, MODE 1 a
-    cross-CTA round (gather on CTA 0, broadcast release), MODE 2 a full cluster barrier."""
+    cross-CTA round (gather on CTA 0, broadcast release), MODE 2 a full cluster barrier, MODE 3 the
+    round of MODE 1 with the cluster-scope fences a data hand-off needs."""
     phase = 0
     if MODE == 0:
         own = mbarrier.allocate_mbarrier()
@@ -328,9 +366,23 @@ def barrier_cost_kernel(out_ptr, ROUNDS, MODE: gl.constexpr, group_all: gl.const
             mbarrier.arrive(go, from_cta=0)
             mbarrier.wait(go, phase)
             phase ^= 1
-    else:
+    elif MODE == 2:
         for r in range(ROUNDS):
             hopper.cluster.barrier()
+            phase ^= 1
+    else:
+        arrived = gl.allocate_shared_memory(gl.int64, [1], group_all)
+        go = mbarrier.allocate_mbarrier()
+        mbarrier.init(arrived, count=1)
+        mbarrier.init(go, count=1)
+        for r in range(ROUNDS):
+            publish()
+            mbarrier.arrive(arrived)
+            mbarrier.wait(arrived, phase)
+            acquire()
+            mbarrier.arrive(go, from_cta=0)
+            mbarrier.wait(go, phase)
+            acquire()
             phase ^= 1
     gl.store(out_ptr + gl.program_id(0), phase)
 
@@ -370,9 +422,8 @@ def cluster_exchange(x):
     _check_ctas(C)
     if W < 32 or W & (W - 1) or W > 4096:
         raise ValueError(f"the row width must be a power of two from 32 to 4096, got {W}")
-    if x.device.type != "cuda":
-        raise ValueError("x must be on the GPU (x.cuda())")
-    require(HOPPER, "cluster_exchange")
+    require(CLUSTERS, "cluster_exchange")
+    check_on_gpu(x, "x")
     x = x.contiguous()
     out = torch.empty_like(x)
     exchange_kernel[(1,)](x, out, W=W, **_layouts(C, W), num_warps=4, num_ctas=C)
@@ -385,7 +436,7 @@ def ping_pong(num_ctas: int, rounds: int, one_phase: bool = False):
     _check_ctas(num_ctas)
     if not isinstance(rounds, int) or rounds < 1:
         raise ValueError(f"rounds must be a positive integer, got {rounds!r}")
-    require(HOPPER, "ping_pong")
+    require(CLUSTERS, "ping_pong")
     out = torch.full((num_ctas,), -1, device="cuda", dtype=torch.int32)
     ping_pong_kernel[(1,)](out, rounds, ONE_PHASE=one_phase, **_layouts(num_ctas), num_warps=1, num_ctas=num_ctas)
     return out
@@ -400,9 +451,8 @@ def pair_sums(x):
     import torch
     if not isinstance(x, torch.Tensor) or x.shape != (8,) or x.dtype != torch.int32:
         raise TypeError("x must be an int32 tensor of 8 values (one per CTA)")
-    if x.device.type != "cuda":
-        raise ValueError("x must be on the GPU (x.cuda())")
-    require(HOPPER, "pair_sums")
+    require(CLUSTERS, "pair_sums")
+    check_on_gpu(x, "x")
     out = torch.full((4,), -1, device="cuda", dtype=torch.int32)
     pair_sum_kernel[(1,)](x.contiguous(), out, **_pair_layouts(), num_warps=1, num_ctas=8)
     return out
@@ -447,18 +497,20 @@ def pair_sum_spec():
     return _spec("pair_sum", pair_sum_kernel, _pair_layouts(), 8, 1, {"x_ptr": "*i32", "out_ptr": "*i32"}, _REMOTE)
 
 
-@lens.register("barrier_cost", examples=[{"num_ctas": c, "mode": m} for c in (2, 16) for m in (0, 1, 2)])
+@lens.register("barrier_cost", examples=[{"num_ctas": c, "mode": m} for c in (2, 16) for m in (0, 1, 2, 3)])
 def barrier_cost_spec(num_ctas: int = 4, mode: int = 1):
     expect = {0: ("mbarrier.arrive.shared::cta", "mbarrier.try_wait.parity.shared::cta"),
               1: ("mbarrier.arrive.shared::cluster", "mbarrier.try_wait.parity"),
-              2: ("barrier.cluster.arrive.aligned", "barrier.cluster.wait.aligned")}[mode]
+              2: ("barrier.cluster.arrive.aligned", "barrier.cluster.wait.aligned"),
+              3: ("mbarrier.arrive.shared::cluster", "fence.acq_rel.cluster")}[mode]
     return _spec("barrier_cost", barrier_cost_kernel, {"MODE": mode, "group_all": _layouts(num_ctas)["group_all"]},
                  num_ctas, 1, {"out_ptr": "*i32", "ROUNDS": "i32"}, expect)
 
 
 # ------------------------------------------------------------------------------------- benchmark
 
-MODES = {0: "mbarrier inside one CTA", 1: "cross-CTA round (gather + broadcast)", 2: "cluster barrier"}
+MODES = {0: "mbarrier inside one CTA", 1: "cross-CTA round (gather + broadcast)", 2: "cluster barrier",
+         3: "cross-CTA round with cluster fences (a data hand-off)"}
 
 
 def benchmark(quick: bool = False, log=print) -> dict:
@@ -466,7 +518,7 @@ def benchmark(quick: bool = False, log=print) -> dict:
     between two round counts, so launch overhead cancels."""
     import torch
     from . import bench
-    require(HOPPER, "the barriers benchmark")
+    require(CLUSTERS, "the barriers benchmark")
     lo, hi = (100, 1100) if quick else (200, 5200)
     rows = []
     out = torch.zeros(1, device="cuda", dtype=torch.int32)
@@ -516,18 +568,34 @@ def _cluster_barrier_partition(bar):
 
 
 @gluon.jit
-def cluster_barrier_in_partition_kernel(group_all: gl.constexpr):
+def _report_partition(bar, out_ptr, slot: gl.constexpr):
+    mbarrier.wait(bar, 0)                # the worker passed the cluster barrier
+    ids = gl.arange(0, gl.num_ctas(), slot)
+    gl.store(out_ptr + ids, ids * 0 + 1)  # CTA i writes out[i]
+
+
+@gluon.jit
+def cluster_barrier_in_partition_kernel(out_ptr, slot: gl.constexpr):
     bar = mbarrier.allocate_mbarrier()
     mbarrier.init(bar, count=1)          # at the top level: the compiler fences it for the cluster
-    gl.warp_specialize([(_wait_partition, (bar,)), (_cluster_barrier_partition, (bar,))], [1], [24])
+    gl.warp_specialize([(_report_partition, (bar, out_ptr, slot)), (_cluster_barrier_partition, (bar,))],
+                       [1], [24])
 
 
 def warp_specialize_spec(kind: str, num_ctas: int = 2) -> lens.KernelSpec:
     """``kind``: "init_inside" (rejected by the compiler) or "cluster_barrier_inside" (compiles)."""
     fn = {"init_inside": init_inside_partition_kernel,
           "cluster_barrier_inside": cluster_barrier_in_partition_kernel}[kind]
-    return lens.KernelSpec(f"warp_specialize_{kind}", fn, {"group_all": "constexpr"},
-                           {"group_all": _layouts(num_ctas)["group_all"]}, {"num_warps": 4, "num_ctas": num_ctas})
+    if kind == "init_inside":
+        return lens.KernelSpec(f"warp_specialize_{kind}", fn, {"group_all": "constexpr"},
+                               {"group_all": _layouts(num_ctas)["group_all"]}, {"num_warps": 4, "num_ctas": num_ctas})
+    return lens.KernelSpec(f"warp_specialize_{kind}", fn, {"out_ptr": "*i32", "slot": "constexpr"},
+                           {"slot": _slot4(num_ctas)}, {"num_warps": 4, "num_ctas": num_ctas})
+
+
+def _slot4(num_ctas):
+    # CTA i holds element i, for the 4 warps of the default partition
+    return gl.BlockedLayout([1], [32], [4], [0], cga_layout=[[1 << i] for i in range(_bits(num_ctas))])
 
 
 def draw_groups(model: BarrierLayoutModel, ax=None, title: str | None = None):
@@ -553,13 +621,14 @@ def draw_groups(model: BarrierLayoutModel, ax=None, title: str | None = None):
     return ax
 
 
-def cluster_barrier_in_partition(num_ctas: int = 2) -> bool:
-    """Launch the kernel whose worker partition calls ``hopper.cluster.barrier()``; True once it
-    has completed (on the H200 it completes: 3.9 lowers the barrier to an mbarrier hand-shake)."""
+def cluster_barrier_in_partition(num_ctas: int = 2):
+    """Launch the kernel whose worker partition calls ``hopper.cluster.barrier()``; each CTA's default
+    partition writes 1 into out[cta] once its worker has passed the barrier (3.9 lowers a cluster
+    barrier inside a partition to a cross-CTA mbarrier hand-shake). Returns ``out`` (not synchronised:
+    wrap the call in ``notebook.run_live`` or synchronise before reading)."""
     import torch
     _check_ctas(num_ctas)
-    require(HOPPER, "cluster_barrier_in_partition")
-    cluster_barrier_in_partition_kernel[(1,)](group_all=_layouts(num_ctas)["group_all"], num_warps=4,
-                                              num_ctas=num_ctas)
-    torch.cuda.synchronize()
-    return True
+    require(CLUSTERS, "cluster_barrier_in_partition")
+    out = torch.zeros(num_ctas, device="cuda", dtype=torch.int32)
+    cluster_barrier_in_partition_kernel[(1,)](out, slot=_slot4(num_ctas), num_warps=4, num_ctas=num_ctas)
+    return out

@@ -207,10 +207,10 @@ def column(result: dict, name: str) -> list:
 # ------------------------------------------------------------------------------------------- CLI
 
 def run(name: str, out, quick: bool = False) -> dict:
-    from .hardware import HOPPER, require
+    from .hardware import CUDA, require
     if name not in BENCHMARKS:
         raise SystemExit(f"unknown benchmark {name!r}; choose one of {', '.join(sorted(BENCHMARKS))}")
-    require(HOPPER, f"the {name} benchmark")     # Blackwell-only benchmarks check again, for Blackwell
+    require(CUDA, f"the {name} benchmark")       # each benchmark then asks for the feature it measures
     module, func = BENCHMARKS[name].split(":")
     env = environment()
     log(f"[bench] {name} on {env['gpu']} (triton {env['triton']}, torch {env['torch']})")
@@ -228,7 +228,11 @@ def main(argv=None):
     ap.add_argument("--out", help="where to write the JSON result (e.g. results/h200/softmax.json)")
     ap.add_argument("--quick", action="store_true", help="fewer shapes, for a smoke test")
     args = ap.parse_args(argv)
-    run(args.name, args.out, args.quick)
+    from .hardware import UnsupportedHardwareError
+    try:
+        run(args.name, args.out, args.quick)
+    except UnsupportedHardwareError as exc:           # one line, not a traceback; nothing was written
+        raise SystemExit(f"bench: {exc}") from None
 
 
 if __name__ == "__main__":

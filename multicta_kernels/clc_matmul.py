@@ -22,11 +22,12 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.blackwell import (TensorMemoryLayout, allocate_tensor_memory, clc,
                                                                  tcgen05_mma, tcgen05_mma_barrier_count,
                                                                  tensor_memory_descriptor)
+from triton.experimental.gluon.language.nvidia import hopper
 from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier, tma
 
 from . import lens
-from .hardware import BLACKWELL, require
-from .multicast import _desc, _layout, operand_cga_layouts, prepare_matmul
+from .hardware import TCGEN05, check_on_gpu, require
+from .multicast import _desc, _layout, check_m_split, operand_cga_layouts, prepare_matmul
 
 CLC_SLOTS = gl.constexpr(2)          # CLC answers in flight
 CLC_READERS = gl.constexpr(4)        # scheduler, loader, MMA and epilogue each read every answer
@@ -70,7 +71,7 @@ class Shared:
     acc_empty: gl.shared_memory_descriptor    # accumulator drained by both epilogues of the pair
     clc_result: gl.shared_memory_descriptor
     clc_ready: gl.shared_memory_descriptor    # this CTA received the CLC answer
-    clc_empty: gl.shared_memory_descriptor    # every reader of every CTA is done with the slot
+    clc_empty: gl.shared_memory_descriptor    # this CTA's four readers are done with the slot
     M: gl.tensor
     N: gl.tensor
     K: gl.tensor
@@ -96,7 +97,7 @@ class Shared:
         slot = i % CLC_SLOTS
         mbarrier.wait(self.clc_ready.index(slot), (i // CLC_SLOTS) & 1)
         answer = clc.load_result(self.clc_result.index(slot))
-        mbarrier.arrive(self.clc_empty.index(slot))
+        mbarrier.arrive(self.clc_empty.index(slot))          # local: this CTA's reader is done
         return answer.is_canceled(), answer.program_id(0)
 
 
@@ -106,9 +107,13 @@ def scheduler_partition(p):
     has_work = True
     while has_work:
         slot = i % CLC_SLOTS
-        mbarrier.wait(p.clc_empty.index(slot), ((i // CLC_SLOTS) & 1) ^ 1)   # CTA 0: every reader freed it
+        mbarrier.wait(p.clc_empty.index(slot), ((i // CLC_SLOTS) & 1) ^ 1)   # my CTA's readers freed it
+        # Every CTA's readers, not only CTA 0's: the answer lands in every CTA's slot. A rendezvous
+        # of the schedulers at cluster scope (3.9 lowers it to a cross-CTA mbarrier hand-shake, and
+        # fences the generic reads before the async-proxy write of the next answer).
+        hopper.cluster.barrier()
         mbarrier.expect(p.clc_ready.index(slot), 16)                         # every CTA gets the 16 bytes
-        clc.try_cancel(p.clc_result.index(slot), p.clc_ready.index(slot))    # one CTA asks, all receive
+        clc.try_cancel(p.clc_result.index(slot), p.clc_ready.index(slot))    # CTA 0 asks, all receive
         has_work, _ = p.next_tile(i)             # stop at the first failed cancel: retrying is undefined
         i += 1
 
@@ -162,6 +167,7 @@ def epilogue_partition(p):
     dtype: gl.constexpr = p.c_desc.dtype
     SUBTILES: gl.constexpr = p.TILE_N // p.EPI_N
     c_bufs = gl.allocate_shared_memory(dtype, [2] + p.c_desc.block_shape, p.c_desc.layout)
+    stores = 0                                       # TMA stores issued so far, across tiles
     t = 0
     i = 0
     has_work = True
@@ -173,11 +179,12 @@ def epilogue_partition(p):
         acc = p.acc_bufs.index(a)
         for j in gl.static_range(SUBTILES):
             part = acc.slice(j * p.EPI_N, p.EPI_N).load()
-            buf = c_bufs.index(j % 2)
-            tma.store_wait(1)                        # the store that used this buffer is done
-            buf.store(part.to(dtype))
+            buf = c_bufs.index(stores % 2)           # alternate across tiles too: with one sub-tile per
+            tma.store_wait(1)                        # tile, restarting at 0 would overwrite a buffer the
+            buf.store(part.to(dtype))                # previous tile's store may still be reading
             fence_async_shared()
             tma.async_store(p.c_desc, [off_m, off_n + j * p.EPI_N], buf)
+            stores += 1
         mbarrier.arrive(p.acc_empty.index(a))        # group of the pair: lands on the leader
         t += 1
         has_work, lin = p.next_tile(i)
@@ -188,7 +195,7 @@ def epilogue_partition(p):
 @gluon.jit
 def clc_matmul_kernel(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr, ACC_STAGES: gl.constexpr,
                       EPI_N: gl.constexpr, MINOR_DIM: gl.constexpr, TILE_WIDTH: gl.constexpr,
-                      acc_layout: gl.constexpr, group_all: gl.constexpr):
+                      acc_layout: gl.constexpr, answer_layout: gl.constexpr):
     TILE_M: gl.constexpr = a_desc.block_shape[0]
     BK: gl.constexpr = a_desc.block_shape[1]
     TILE_N: gl.constexpr = b_desc.block_shape[1]
@@ -208,16 +215,16 @@ def clc_matmul_kernel(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr, ACC
     for s in gl.static_range(ACC_STAGES):
         mbarrier.init(acc_ready.index(s), count=commits)
         mbarrier.init(acc_empty.index(s), count=1)
-    clc_result = gl.allocate_shared_memory(gl.int64, [CLC_SLOTS, 2], gl.SwizzledSharedLayout(
-        1, 1, 1, [0], cga_layout=[[0]] * len(group_all.cga_layout)))   # every CTA holds the answer
+    clc_result = gl.allocate_shared_memory(gl.int64, [CLC_SLOTS, 2], answer_layout)   # every CTA holds the answer
     clc_ready = mbarrier.allocate_mbarrier(batch=CLC_SLOTS)
-    clc_empty = gl.allocate_shared_memory(gl.int64, [CLC_SLOTS, 1], group_all)   # one barrier, in CTA 0
+    clc_empty = mbarrier.allocate_mbarrier(batch=CLC_SLOTS)      # per CTA: its own four readers
     for s in gl.static_range(CLC_SLOTS):
         mbarrier.init(clc_ready.index(s), count=1)
         mbarrier.init(clc_empty.index(s), count=CLC_READERS)
 
     p = Shared(a_desc, b_desc, c_desc, a_bufs, b_bufs, load_ready, load_empty, acc_bufs, acc_ready, acc_empty,
-               clc_result, clc_ready, clc_empty, M, N, K, TILE_M, TILE_N, BK, STAGES, ACC_STAGES, EPI_N,
+               clc_result, clc_ready, clc_empty, gl.to_tensor(M), gl.to_tensor(N), gl.to_tensor(K),   # 1 -> constexpr
+               TILE_M, TILE_N, BK, STAGES, ACC_STAGES, EPI_N,
                MINOR_DIM, TILE_WIDTH)
     gl.warp_specialize([(epilogue_partition, (p,)), (load_partition, (p,)), (mma_partition, (p,)),
                         (scheduler_partition, (p,))], [1, 1, 1], [48, 48, 48])
@@ -235,6 +242,7 @@ def _plan(M, N, K, dtype, block_m, block_n, block_k, stages, acc_stages, epilogu
     acc = [tuple(b) for b in cga_layout]
     if not acc or acc[0] != (1, 0):
         raise ValueError(f"cga_layout must start with (1, 0): the 2-CTA pair splits M; got {list(cga_layout)}")
+    check_m_split(acc, "clc_matmul")
     a_bases, b_bases = operand_cga_layouts(acc, two_ctas=True)
     num_ctas = 1 << len(acc)
     split_m = 1 << sum(1 for m, _ in acc if m)
@@ -266,7 +274,7 @@ def _plan(M, N, K, dtype, block_m, block_n, block_k, stages, acc_stages, epilogu
                 c=_layout([tile_m, epilogue_n], g, acc),
                 acc=TensorMemoryLayout(block=(block_m, block_n), col_stride=1, cga_layout=[list(b) for b in acc],
                                        two_ctas=True),
-                group_all=mbarrier.MBarrierLayout([[0]] * len(acc)))
+                answer_layout=gl.SwizzledSharedLayout(1, 1, 1, [0], cga_layout=[[0]] * len(acc)))
 
 
 def clc_matmul(a, b, out=None, **config):
@@ -274,12 +282,11 @@ def clc_matmul(a, b, out=None, **config):
     CONFIG: block_m (per CTA), block_n, block_k, stages, acc_stages, epilogue_n, minor_dim,
     tile_width, cga_layout (starting with (1, 0), e.g. ((1, 0),) or ((1, 0), (2, 0)))."""
     cfg, plan, out, descs, M, N, K = prepare_matmul(
-        a, b, out, config, CONFIG, _plan, BLACKWELL,
-        "clc_matmul (cluster launch control and tcgen05; a B200 or GB200 node runs it)")
+        a, b, out, config, CONFIG, _plan, TCGEN05, "clc_matmul")
     tiles = math.ceil(M / plan["tile_m"]) * math.ceil(N / cfg["block_n"])
     clc_matmul_kernel[(tiles,)](
         *descs, M, N, K, STAGES=cfg["stages"], ACC_STAGES=cfg["acc_stages"], EPI_N=cfg["epilogue_n"],
-        MINOR_DIM=cfg["minor_dim"], TILE_WIDTH=cfg["tile_width"], acc_layout=plan["acc"], group_all=plan["group_all"],
+        MINOR_DIM=cfg["minor_dim"], TILE_WIDTH=cfg["tile_width"], acc_layout=plan["acc"], answer_layout=plan["answer_layout"],
         num_warps=4, num_ctas=plan["num_ctas"])
     return out
 
@@ -293,13 +300,13 @@ def clc_matmul_spec(dtype: str = "float16", **config):
            "b_desc": _desc(t, [cfg["block_k"], cfg["block_n"]], plan["b"]),
            "c_desc": _desc(t, [plan["tile_m"], cfg["epilogue_n"]], plan["c"]),
            "M": "i32", "N": "i32", "K": "i32", "STAGES": "constexpr", "ACC_STAGES": "constexpr", "EPI_N": "constexpr",
-           "MINOR_DIM": "constexpr", "TILE_WIDTH": "constexpr", "acc_layout": "constexpr", "group_all": "constexpr"}
+           "MINOR_DIM": "constexpr", "TILE_WIDTH": "constexpr", "acc_layout": "constexpr", "answer_layout": "constexpr"}
     expect = ("clusterlaunchcontrol.try_cancel", "multicast::cluster::all", "tcgen05.mma.cta_group::2",
               "cp.async.bulk.tensor", ".reqnctapercluster")
     return lens.KernelSpec("clc_matmul", clc_matmul_kernel, sig,
                            {"STAGES": cfg["stages"], "ACC_STAGES": cfg["acc_stages"], "EPI_N": cfg["epilogue_n"],
                             "MINOR_DIM": cfg["minor_dim"], "TILE_WIDTH": cfg["tile_width"], "acc_layout": plan["acc"],
-                            "group_all": plan["group_all"]},
+                            "answer_layout": plan["answer_layout"]},
                            {"num_warps": 4, "num_ctas": plan["num_ctas"]}, targets=("sm_100a",), expect=expect)
 
 
@@ -317,8 +324,9 @@ BARRIERS = [
      "the epilogue of both CTAs of the pair", "the MMA warp of the pair's leader"),
     ("clc_ready[c]", "CLC slot", "1, plus 16 bytes", False,
      "the scheduler's expect, then the CLC answer multicast by CTA 0", "all four partitions of every CTA"),
-    ("clc_empty[c]", "CLC slot", f"{CLC_READERS.value} (x cluster size, in CTA 0)", False,
-     "all four partitions of every CTA, once they read the answer", "the scheduler of CTA 0, before the next try_cancel"),
+    ("clc_empty[c]", "CLC slot", f"{CLC_READERS.value}, in every CTA", False,
+     "the four partitions of the same CTA, once they read the answer",
+     "the scheduler of the same CTA; then all schedulers meet at a cluster barrier before CTA 0's next try_cancel"),
 ]
 
 
@@ -354,7 +362,7 @@ def benchmark(quick: bool = False, log=print) -> dict:
     """TFLOP/s at M = N = 8192 for K = 512 ... 16384 against cuBLAS (Triton's CublasLt binding)
     and torch.matmul, fp16, for each cga_layout; on Blackwell only."""
     from . import bench
-    require(BLACKWELL, "the clc-matmul benchmark")
+    require(TCGEN05, "the clc-matmul benchmark")
     variants = {"clc_2cta": lambda a, b, c: (lambda: clc_matmul(a, b, out=c, cga_layout=((1, 0),))),
                 "clc_4cta": lambda a, b, c: (lambda: clc_matmul(a, b, out=c, cga_layout=((1, 0), (2, 0))))}
     ks = [512, 4096] if quick else [512, 1024, 2048, 4096, 8192, 16384]

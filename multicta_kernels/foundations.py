@@ -16,7 +16,7 @@ import triton
 import triton.language as tl
 
 from . import lens
-from .hardware import tier
+from .hardware import CLUSTERS, CUDA, has, require
 
 
 @contextlib.contextmanager
@@ -33,7 +33,7 @@ def _interpret(on: bool):
 
 
 def on_gpu() -> bool:
-    return tier().name != "cpu"
+    return has(CUDA)
 
 
 def kernel(fn=None, **jit_kwargs):
@@ -170,6 +170,8 @@ def tma_double(a, bm: int = 32, bn: int = 32):
     from triton.tools.tensor_descriptor import TensorDescriptor
     if a.dim() != 2 or a.stride(1) != 1 or (a.stride(0) * a.element_size()) % 16:
         raise ValueError("TMA needs a 2-D tensor with unit inner stride and 16-byte aligned rows")
+    if on_gpu():
+        require(CLUSTERS, "tma_double (TMA tensor descriptors)")
     triton.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8, device=a.device))
     b = torch.empty_like(a)
     M, N = a.shape

@@ -1,68 +1,128 @@
-"""Hardware tiers: Blackwell runs everything, Hopper most, a CPU compiles and plots.
+"""What this machine's GPU can do: capabilities, not tiers (a Blackwell GPU does not run Hopper's wgmma).
 
-Every GPU cell of the book branches on :func:`tier`. Kernels that need a tier call
-:func:`require`, which raises :class:`UnsupportedHardwareError` with a message that says what
-is missing and what the reader can do instead.
+Every live cell and every wrapper asks for the *feature* it needs:
+
+============  =====================================================================  ======================
+feature       what                                                                   runs on
+============  =====================================================================  ======================
+``CUDA``      plain Triton (``tl``) kernels of Part 0                                any NVIDIA GPU
+``CLUSTERS``  thread-block clusters, DSMEM, cross-CTA mbarriers, TMA and multicast   sm_90 and newer
+``WGMMA``     ``warpgroup_mma`` (Hopper's asynchronous tensor-core MMA)               sm_90 only
+``TCGEN05``   ``tcgen05`` MMA, tensor memory, 2-CTA MMA, cluster launch control       the sm_100 family
+============  =====================================================================  ======================
+
+wgmma compiled for sm_100 ends the process (``LLVM ERROR: Cannot select: intrinsic
+%llvm.nvvm.wgmma...``), so "newer" is not "more": :func:`require` raises
+:class:`UnsupportedHardwareError` before anything is compiled.
+
+:func:`pretend` makes the rest of the package believe it runs on another GPU (tests only): on a
+CPU it lets a test walk a wrapper up to its launch as if a B200 were here.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 from dataclasses import dataclass
 
-BLACKWELL = "blackwell"
-HOPPER = "hopper"
-CPU = "cpu"
-
-_RANK = {CPU: 0, HOPPER: 1, BLACKWELL: 2}
-_NAMES = {BLACKWELL: "an NVIDIA Blackwell GPU (sm_100)", HOPPER: "an NVIDIA Hopper GPU (sm_90) or newer"}
-
 
 class UnsupportedHardwareError(RuntimeError):
-    """Raised when a kernel needs a GPU tier that this machine does not have."""
+    """A kernel needs a feature (see :data:`FEATURES`) that this machine's GPU does not have."""
+
+    def _render_traceback_(self):          # IPython shows this line instead of a traceback
+        return [f"UnsupportedHardwareError: {self}"]
 
 
 @dataclass(frozen=True)
-class Tier:
-    name: str                      # "blackwell", "hopper" or "cpu"
-    device: str                    # e.g. "NVIDIA H200", or "CPU only"
-    capability: tuple[int, int] | None
+class Feature:
+    name: str
+    what: str
+    runs_on: str
+    min_cap: tuple               # lowest compute capability that has it
+    max_major: int = 99          # highest major version that has it
 
-    def at_least(self, name: str) -> bool:
-        return _RANK[self.name] >= _RANK[name]
+    def on(self, capability) -> bool:
+        return capability is not None and self.min_cap <= tuple(capability) and capability[0] <= self.max_major
 
     def __str__(self) -> str:
-        if self.capability is None:
-            return f"{self.device} (tier: {self.name})"
-        major, minor = self.capability
-        return f"{self.device}, sm_{major}{minor} (tier: {self.name})"
+        return self.name
+
+
+CUDA = Feature("cuda", "plain Triton kernels", "any NVIDIA GPU", (7, 5))
+CLUSTERS = Feature("clusters", "thread-block clusters, DSMEM, cross-CTA mbarriers, TMA and TMA multicast",
+                   "sm_90 and newer (H100, H200, B200, GB200)", (9, 0))
+WGMMA = Feature("wgmma", "warpgroup_mma, Hopper's asynchronous tensor-core MMA", "sm_90 only (H100, H200)",
+                (9, 0), max_major=9)
+TCGEN05 = Feature("tcgen05", "tcgen05 MMA, tensor memory, 2-CTA MMA and cluster launch control",
+                  "the sm_100 family only (B200, GB200, B300)", (10, 0), max_major=10)
+FEATURES = (CUDA, CLUSTERS, WGMMA, TCGEN05)
+
+
+@dataclass(frozen=True)
+class Device:
+    name: str                          # e.g. "NVIDIA H200", or "CPU only"
+    capability: tuple | None           # (major, minor), None without a GPU
+    sms: int | None = None
+    pretended: bool = False            # made up by pretend(): tensors may stay on the CPU
+
+    def has(self, feature: Feature) -> bool:
+        return feature.on(self.capability)
+
+    @property
+    def features(self) -> tuple:
+        return tuple(f for f in FEATURES if self.has(f))
+
+    @property
+    def arch(self) -> str | None:
+        return None if self.capability is None else f"sm_{self.capability[0]}{self.capability[1]}"
+
+    def __str__(self) -> str:
+        return self.name if self.capability is None else f"{self.name} ({self.arch})"
+
+
+_PRETEND: list[Device] = []
 
 
 @functools.lru_cache(maxsize=None)
-def tier() -> Tier:
-    """Detect the tier of the current CUDA device (cached)."""
-    try:
-        import torch
-    except ImportError:  # pragma: no cover - torch is a requirement
-        return Tier(CPU, "CPU only", None)
+def _detect() -> Device:
+    import torch
     if not torch.cuda.is_available():
-        return Tier(CPU, "CPU only", None)
-    cap = torch.cuda.get_device_capability()
-    name = torch.cuda.get_device_name()
-    if cap[0] == 10:
-        return Tier(BLACKWELL, name, cap)
-    if cap[0] == 9:
-        return Tier(HOPPER, name, cap)
-    # Pre-Hopper GPUs and consumer Blackwell (sm_12x: clusters, but no tcgen05) take the CPU path
-    # for this book's kernels; the lens and recorded results still work there.
-    return Tier(CPU, f"{name} (sm_{cap[0]}{cap[1]}: not targeted by this book)", cap)
+        return Device("CPU only", None)
+    props = torch.cuda.get_device_properties(0)
+    return Device(props.name, tuple(torch.cuda.get_device_capability(0)), props.multi_processor_count)
 
 
-def require(needed: str, what: str) -> Tier:
-    """Return the current tier, or raise if it is below ``needed`` ("hopper" or "blackwell")."""
-    here = tier()
-    if here.at_least(needed):
+def device() -> Device:
+    """The GPU this process uses (device 0), or a CPU-only :class:`Device`."""
+    return _PRETEND[-1] if _PRETEND else _detect()
+
+
+def has(feature: Feature) -> bool:
+    return device().has(feature)
+
+
+def require(feature: Feature, what: str, instead: str | None = None) -> Device:
+    """Return the device, or raise saying which GPUs have ``feature`` and what to do instead."""
+    here = device()
+    if here.has(feature):
         return here
-    raise UnsupportedHardwareError(
-        f"{what} needs {_NAMES[needed]}; this machine has {here}. "
-        "On other machines, compile it for that GPU with multicta_kernels.lens and read the "
-        "recorded benchmarks in results/.")
+    instead = instead or ("compile it for its GPU with multicta_kernels.lens and read the recorded results "
+                          "in results/" if feature is not CUDA else "it runs under Triton's interpreter instead")
+    raise UnsupportedHardwareError(f"{what} needs {feature.what}, which runs on {feature.runs_on}; "
+                                   f"this machine has {here}. Here, {instead}.")
+
+
+def check_on_gpu(t, name: str) -> None:
+    """A tensor argument must live in GPU memory (checked after the arguments' shapes and the hardware)."""
+    if t.device.type != "cuda" and not device().pretended:
+        raise ValueError(f"{name} is on the {t.device.type.upper()}: move it to the GPU first ({name}.cuda())")
+
+
+@contextlib.contextmanager
+def pretend(capability, name: str | None = None, sms: int = 148):
+    """Tests only: behave as if device 0 had ``capability`` (e.g. ``(10, 0)``); CPU tensors stand in
+    for GPU ones so a wrapper can be followed up to its launch."""
+    _PRETEND.append(Device(name or f"pretend sm_{capability[0]}{capability[1]}", tuple(capability), sms, True))
+    try:
+        yield _PRETEND[-1]
+    finally:
+        _PRETEND.pop()

@@ -28,7 +28,7 @@ from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma
 
 from . import lens
 from .clc_matmul import planar_snake
-from .hardware import BLACKWELL, HOPPER, UnsupportedHardwareError, require, tier
+from .hardware import WGMMA, require
 from .multicast import _desc, _layout, _release, _ring_barriers, prepare_matmul
 
 
@@ -84,7 +84,10 @@ def _ring(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr, RELEASE: gl.con
     a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_shape, a_desc.layout)
     b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_shape, b_desc.layout)
     ready, freed, go = _ring_barriers(STAGES, RELEASE, group_all)
-    return Ring(a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, freed, go, M, N, K, STAGES, MINOR_DIM, TILE_WIDTH)
+    # A launch turns a size equal to 1 into a constant (M = 1 is a decode-shaped GEMM); the ring's
+    # fields are tensors, so make it one again.
+    return Ring(a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, freed, go, gl.to_tensor(M), gl.to_tensor(N),
+                gl.to_tensor(K), STAGES, MINOR_DIM, TILE_WIDTH)
 
 
 @gluon.jit
@@ -286,13 +289,6 @@ def _plan(M, N, K, dtype, block_m, block_n, block_k, stages, num_ctas, minor_dim
                 release=1 if num_ctas > 1 else 2)
 
 
-def _hopper_only(what: str) -> None:
-    require(HOPPER, what)
-    if tier().name == BLACKWELL:
-        raise UnsupportedHardwareError(f"{what} uses wgmma, which exists only on sm_90a (Hopper); on Blackwell "
-                                       "use chapter 5's clc_matmul, or compile this one with multicta_kernels.lens")
-
-
 def _kernel_and_meta(cfg, plan):
     meta = dict(STAGES=cfg["stages"], MINOR_DIM=cfg["minor_dim"], TILE_WIDTH=cfg["tile_width"], SPLIT=plan["split"],
                 acc_layout=plan["acc"], group_all=plan["group_all"])
@@ -317,11 +313,10 @@ def prepare(a, b, out=None, *, programs: int | None = None, **config):
     which only launches (what a benchmark should time: the Python front can cost as much as a small-K
     matmul on the GPU). ``launch.grid`` is the number of clusters. Options: see CONFIG and
     ``hopper_matmul``."""
-    cfg, plan, out, descs, M, N, K = prepare_matmul(a, b, out, config, CONFIG, _plan, HOPPER,
-                                                    "hopper_matmul (wgmma and TMA multicast)")
-    _hopper_only("hopper_matmul")
-    if programs is not None and (not isinstance(programs, int) or programs < 1):
+    if programs is not None and (not isinstance(programs, int) or isinstance(programs, bool) or programs < 1):
         raise ValueError(f"programs must be a positive int, got {programs!r}")
+    cfg, plan, out, descs, M, N, K = prepare_matmul(a, b, out, config, CONFIG, _plan, WGMMA, "hopper_matmul")
+
     tiles = math.ceil(M / plan["tile_m"]) * math.ceil(N / cfg["block_n"])
     kernel, meta = _kernel_and_meta(cfg, plan)
     args = dict(zip(("a_desc", "b_desc", "c_desc", "M", "N", "K"), (*descs, M, N, K)), **meta)
@@ -433,7 +428,7 @@ def mma_peak_tflops(iters: int = 20000, block_m: int = 128, block_n: int = 256) 
     """Measured dense fp16 wgmma rate of the whole GPU (one CTA per SM, two warpgroups each)."""
     import torch
     from . import bench
-    _hopper_only("mma_peak_tflops")
+    require(WGMMA, "mma_peak_tflops")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     out = torch.empty(sms, device="cuda", dtype=torch.float32)
     warps = block_m // 16
@@ -474,7 +469,7 @@ def benchmark(quick: bool = False, log=print) -> dict:
     MULTICTA_SKIP="name,name" to leave variants out (recorded in the result)."""
     import os
     from . import bench
-    _hopper_only("the hopper-matmul benchmark")
+    require(WGMMA, "the hopper-matmul benchmark")
     skip = [n for n in os.environ.get("MULTICTA_SKIP", "").split(",") if n]
     names = [n for n in VARIANTS if n not in skip]
     ks = [512, 4096] if quick else [512, 1024, 2048, 4096, 8192, 16384]

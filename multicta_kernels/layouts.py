@@ -42,6 +42,7 @@ class Ownership:
 
 
 _OWNER = re.compile(r"(?:B(\d+):)?T(\d+):(\d+)")      # single-CTA layouts print no B<cta>:
+LANES = 32   # threads per warp on every NVIDIA GPU: thread t is lane t % 32 of warp t // 32
 
 
 def parse_tensor_view(text: str, shape) -> Ownership:
@@ -58,7 +59,7 @@ def parse_tensor_view(text: str, shape) -> Ownership:
         if not owners:
             raise ValueError(f"element {i} of the tensor view has no owner: {cell.strip()!r}")
         b, t, r = owners[0]
-        cta[i], warp[i], lane[i], reg[i] = b, t // 32, t % 32, r
+        cta[i], warp[i], lane[i], reg[i] = b, t // LANES, t % LANES, r
         copies[i] = len(owners)
         nct[i] = len({o[0] for o in owners})
     return Ownership(shape, *(a.reshape(shape) for a in (cta, warp, lane, reg, copies, nct)))
@@ -100,12 +101,87 @@ def parse_shared_hardware_view(text: str, shape) -> Ownership:
 
 
 def ownership(layout, shape) -> Ownership:
-    """Owners of every element, straight from Triton's own view of ``layout``."""
+    """Owners of every element, straight from Triton's own view of ``layout``.
+
+    The layout and shape are validated first (Triton aborts the process on some bad ones), and the
+    view is computed in a child process (:mod:`multicta_kernels.isolation`), so whatever slips
+    through costs an exception, not the notebook."""
     from triton.experimental.gluon.language._layouts import SharedLayout
-    shape = [int(s) for s in shape]
+    from .isolation import isolated
+    shape = check_shape(shape, layout_rank(layout))
+    check_layout_for(layout, layout_ctas(layout))
     if isinstance(layout, SharedLayout):
-        return parse_shared_hardware_view(layout.format_hardware_view(shape), shape)
-    return parse_tensor_view(layout.format_tensor_view(shape), shape)
+        return parse_shared_hardware_view(isolated(_hardware_view, layout, shape), shape)
+    return parse_tensor_view(isolated(_tensor_view, layout, shape), shape)
+
+
+def _tensor_view(layout, shape):
+    return layout.format_tensor_view(shape)
+
+
+def _hardware_view(layout, shape):
+    return layout.format_hardware_view(shape)
+
+
+def layout_rank(layout) -> int | None:
+    """The tensor rank a layout is for (None where the layout does not say)."""
+    for attr in ("order", "warps_per_cta", "shape"):
+        v = getattr(layout, attr, None)
+        if v:
+            return len(v)
+    if getattr(layout, "parent", None) is not None:            # a SliceLayout drops one dimension
+        parent = layout_rank(layout.parent)
+        return None if parent is None else parent - 1
+    bases = getattr(layout, "cga_layout", None) or getattr(layout, "block_bases", None)
+    return len(bases[0]) if bases else None
+
+
+def layout_ctas(layout) -> int:
+    """The CTA count a layout describes: 2 ** (number of CGA bases)."""
+    while getattr(layout, "parent", None) is not None:
+        layout = layout.parent
+    bases = getattr(layout, "cga_layout", None)
+    if bases is None:
+        bases = getattr(layout, "block_bases", None) or []
+    return 1 << len(bases)
+
+
+def check_shape(shape, rank: int | None = None) -> list:
+    """A tensor shape Triton's layouts accept: positive powers of two, of the layout's rank."""
+    if not isinstance(shape, (list, tuple)) or not shape:
+        raise ValueError(f"shape must be a non-empty list of sizes, got {shape!r}")
+    out = []
+    for d in shape:
+        if isinstance(d, bool) or not isinstance(d, int) or d < 1 or d & (d - 1):
+            raise ValueError(f"every size of a layout's shape is a positive power of two, got {list(shape)} "
+                             "(pad the tensor: a kernel masks the rest)")
+        out.append(d)
+    if rank is not None and len(out) != rank:
+        raise ValueError(f"the layout is for rank-{rank} tensors, but the shape {out} has rank {len(out)}")
+    return out
+
+
+def check_layout_for(layout, num_ctas: int) -> None:
+    """Refuse a layout whose CGA part Triton would reject (or abort on) for a cluster of ``num_ctas``.
+
+    Objects that are not layouts pass. A ``cga_layout`` (blocked, shared, NVMMA, tensor-memory and
+    mbarrier layouts) must have exactly log2(num_ctas) bases, each zero or a power of two along one
+    dimension (:func:`check_cga_layout`); linear layouts need log2(num_ctas) block bases of their rank."""
+    while getattr(layout, "parent", None) is not None and hasattr(layout, "dim"):
+        layout = layout.parent
+    if hasattr(layout, "cga_layout"):
+        bases = [list(b) for b in (layout.cga_layout or [])]
+        if not bases and num_ctas == 1:
+            return
+        rank = len(bases[0]) if bases else (layout_rank(layout) or 1)
+        check_cga_layout(bases, num_ctas, rank)
+    elif hasattr(layout, "block_bases"):
+        need = num_ctas.bit_length() - 1
+        if len(layout.block_bases) != need:
+            raise ValueError(f"a layout for {num_ctas} CTAs has exactly {need} block bases, got {layout.block_bases}")
+        rank = layout_rank(layout)
+        if rank is not None and any(len(b) != rank for b in layout.block_bases):
+            raise ValueError(f"every block basis has one entry per dimension ({rank}), got {layout.block_bases}")
 
 
 # ------------------------------------------------------------------------------ the cga model
@@ -153,19 +229,24 @@ def cta_split(bases, rank: int) -> list:
 
 
 def cta_owner(bases, shape, num_ctas: int) -> np.ndarray:
-    """The model: for every element, the set of CTAs that hold it, as a bit mask (int array)."""
-    shape = list(shape)
+    """The model: for every element, the set of CTAs that hold it, as a bit mask (int array).
+
+    Each dimension is cut into as many blocks as its non-zero bases make; a basis whose block lies
+    past the tensor's edge (a tensor smaller than the cluster's tiling) acts as a zero basis: the
+    CTAs it tells apart hold the same elements, as Triton's own views show."""
+    shape = check_shape(shape)
     bases = check_cga_layout(bases, num_ctas, len(shape))
     split = cta_split(bases, len(shape))
-    block = [s // k for s, k in zip(shape, split)]
+    block = [max(1, s // k) for s, k in zip(shape, split)]
     owners = np.zeros(shape, dtype=np.int64)
     for c in range(num_ctas):
-        coord = [0] * len(shape)
-        for bit, b in enumerate(bases):      # the CTA id's bits pick bases; XOR them (they're disjoint)
+        start = [0] * len(shape)
+        for bit, b in enumerate(bases):      # the CTA id's bits pick bases (disjoint powers of two: add them)
             if c >> bit & 1:
-                coord = [x ^ v for x, v in zip(coord, b)]
-        sl = tuple(slice(x * k, (x + 1) * k) for x, k in zip(coord, block))
-        owners[sl] |= 1 << c
+                for d, v in enumerate(b):
+                    if v and v * block[d] < shape[d]:
+                        start[d] += v * block[d]
+        owners[tuple(slice(x, x + k) for x, k in zip(start, block))] |= 1 << c
     return owners
 
 

@@ -22,6 +22,8 @@ from typing import Callable
 
 import multicta_kernels  # noqa: F401  (sets TRITON_DEFAULT_FP_FUSION before triton loads)
 
+from .isolation import TritonAborted, isolated
+
 TARGETS = {"sm_90a": 90, "sm_100a": 100}
 
 
@@ -30,7 +32,13 @@ class LensCompileError(RuntimeError):
 
     def __init__(self, diagnostic: str, spec_name: str, target: str):
         super().__init__(f"{spec_name} does not compile for {target}: {diagnostic}")
-        self.diagnostic = diagnostic
+        self.diagnostic, self.spec_name, self.target = diagnostic, spec_name, target
+
+    def __reduce__(self):                  # crosses the pipe from the compiling child process
+        return LensCompileError, (self.diagnostic, self.spec_name, self.target)
+
+    def _render_traceback_(self):          # IPython shows this line instead of a traceback
+        return [f"LensCompileError: {self}"]
 
 
 @dataclass(frozen=True)
@@ -80,6 +88,26 @@ def spec(name: str, **params) -> KernelSpec:
     return _REGISTRY[name](**params)
 
 
+def specialise(s: KernelSpec, **values) -> KernelSpec:
+    """``s`` as Triton compiles it for a launch with these runtime integer arguments: an argument
+    equal to 1 becomes a constant (a ``constexpr``), a multiple of 16 is marked divisible. That is
+    what the launcher does, so a kernel that breaks at M = 1 on a GPU breaks here, on a CPU."""
+    from dataclasses import replace
+
+    from triton._C.libtriton import native_specialize_impl
+    from triton.backends.compiler import BaseBackend
+    sig, consts, div = dict(s.signature), dict(s.constexprs), list(s.divisible)
+    for name, value in values.items():
+        if sig.get(name) not in ("i32", "i64"):
+            raise KeyError(f"{s.name} has no integer argument {name!r}; its signature: {s.signature}")
+        kind, key = native_specialize_impl(BaseBackend, value, False, True, True)
+        if kind == "constexpr":
+            sig[name], consts[name] = "constexpr", value
+        elif key == "D":
+            div.append(name)
+    return replace(s, signature=sig, constexprs=consts, divisible=tuple(dict.fromkeys(div)))
+
+
 @dataclass(frozen=True)
 class Compiled:
     spec: KernelSpec
@@ -88,7 +116,6 @@ class Compiled:
     llir: str
     ptx: str
     shared_bytes: int
-    num_regs: int | None
 
     def census(self, patterns=None):
         return census(self.ptx, patterns)
@@ -112,15 +139,42 @@ def _compile_cached(name, target, params):
 
 
 def _compile_spec(s: KernelSpec, target: str) -> Compiled:
+    if target not in TARGETS:
+        raise ValueError(f"unknown target {target!r}; the lens knows {sorted(TARGETS)}")
+    if target not in s.targets:
+        raise ValueError(f"{s.name} is written for {', '.join(s.targets)} only, not {target}")
+    check_spec(s)
+    try:
+        return Compiled(s, target, *isolated(_compile_here, s, target))
+    except TritonAborted as exc:
+        raise LensCompileError(str(exc), s.name, target) from None
+
+
+def check_spec(s: KernelSpec) -> None:
+    """What Triton would abort on, refused with a ValueError first: the cluster size, and every
+    ``cga_layout`` among the constexprs (log2(num_ctas) bases, each a power of two along one
+    dimension: see :func:`multicta_kernels.layouts.check_cga_layout`)."""
+    from .layouts import check_layout_for
+    num_ctas = s.options.get("num_ctas", 1)
+    if not isinstance(num_ctas, int) or num_ctas < 1 or num_ctas > 16 or num_ctas & (num_ctas - 1):
+        raise ValueError(f"{s.name}: num_ctas must be a power of two from 1 to 16 (the largest cluster "
+                         f"Hopper and Blackwell launch), got {num_ctas!r}")
+    warps = s.options.get("num_warps", 4)
+    if not isinstance(warps, int) or warps < 1 or warps & (warps - 1) or warps > 32:
+        raise ValueError(f"{s.name}: num_warps must be a power of two from 1 to 32, got {warps!r}")
+    for name, value in s.constexprs.items():
+        try:
+            check_layout_for(value, num_ctas)
+        except ValueError as exc:
+            raise ValueError(f"{s.name}: constexpr {name!r}: {exc}") from None
+
+
+def _compile_here(s: KernelSpec, target: str) -> tuple:
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
     from triton.experimental.gluon._runtime import GluonASTSource
 
-    if target not in TARGETS:
-        raise ValueError(f"unknown target {target!r}; the lens knows {sorted(TARGETS)}")
-    if target not in s.targets:
-        raise ValueError(f"{s.name} is written for {', '.join(s.targets)} only, not {target}")
     fn = getattr(s.fn, "compiled", s.fn)     # a tl kernel made for the interpreter carries its JIT twin
     names = list(fn.arg_names)
     attrs = {(names.index(a),): [["tt.divisibility", 16]] for a in s.divisible}
@@ -131,27 +185,33 @@ def _compile_spec(s: KernelSpec, target: str) -> Compiled:
             k = triton.compile(src, target=GPUTarget("cuda", TARGETS[target], 32), options=dict(s.options))
         except Exception as exc:  # compiler errors come in many types; all become one
             raise LensCompileError(_first_error(err.read(), exc), s.name, target) from None
-    return Compiled(s, target, k.asm.get("ttgir", ""), k.asm.get("llir", ""), k.asm["ptx"],
-                    int(k.metadata.shared), getattr(k, "n_regs", None))
+    return k.asm.get("ttgir", ""), k.asm.get("llir", ""), k.asm["ptx"], int(k.metadata.shared)
 
 
 class _captured_stderr:
-    """Redirect file descriptor 2 (where MLIR writes diagnostics) into a temporary file."""
+    """What is written to file descriptor 2 (where MLIR writes diagnostics) while the block runs. Inside
+    :func:`~multicta_kernels.isolation.isolated` fd 2 is already a file, which the parent reads if the
+    compiler aborts: keep writing there and read back what was added; elsewhere redirect to a file."""
 
     def __enter__(self):
-        self._tmp = tempfile.TemporaryFile(mode="w+b")
-        self._saved = os.dup(2)
-        os.dup2(self._tmp.fileno(), 2)
+        import stat
+        self._own = not stat.S_ISREG(os.fstat(2).st_mode)
+        if self._own:
+            self._tmp = tempfile.TemporaryFile(mode="w+b")
+            self._saved = os.dup(2)
+            os.dup2(self._tmp.fileno(), 2)
+        self._start = os.lseek(2, 0, os.SEEK_END)
         return self
 
     def read(self) -> str:
-        self._tmp.seek(0)
-        return self._tmp.read().decode(errors="replace")
+        end = os.lseek(2, 0, os.SEEK_END)
+        return os.pread(2, end - self._start, self._start).decode(errors="replace")
 
     def __exit__(self, *exc):
-        os.dup2(self._saved, 2)
-        os.close(self._saved)
-        self._tmp.close()
+        if self._own:
+            os.dup2(self._saved, 2)
+            os.close(self._saved)
+            self._tmp.close()
         return False
 
 

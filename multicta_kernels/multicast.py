@@ -24,7 +24,7 @@ from triton.experimental.gluon.language.nvidia.blackwell import (TensorMemoryLay
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma
 
 from . import lens
-from .hardware import HOPPER, require
+from .hardware import CLUSTERS, TCGEN05, WGMMA, check_on_gpu, require
 from .layouts import check_cga_layout
 
 # ------------------------------------------------------------------ operand layouts from the output
@@ -227,6 +227,11 @@ def hopper_multicast_matmul_kernel(a_desc, b_desc, c_desc, K, STAGES: gl.constex
             k = (t + STAGES) * BK
             tma.async_load(a_desc, [off_m, k], ready.index(slot), a_bufs.index(slot))
             tma.async_load(b_desc, [k, off_n], ready.index(slot), b_bufs.index(slot), multicast=True)
+    for s in gl.static_range(STAGES):                  # the epilogue's buffer may reuse the ring's bytes
+        mbarrier.invalidate(ready.index(s))
+        if RELEASE == 1:
+            mbarrier.invalidate(empty.index(s))
+            mbarrier.invalidate(go.index(s))
     c_smem = gl.allocate_shared_memory(c_desc.dtype, c_desc.block_shape, c_desc.layout)
     c_smem.store(acc.to(c_desc.dtype))
     hopper.fence_async_shared()
@@ -256,6 +261,8 @@ def blackwell_multicast_mma_kernel(a_desc, b_desc, c_desc, K_TILES: gl.constexpr
         mbarrier.wait(loaded, phase, deps=[a_smem, b_smem])
         tcgen05_mma(a_smem, b_smem, acc, use_acc=k > 0, multicast=True, mbarriers=[consumed])
         mbarrier.wait(consumed, phase, deps=[a_smem, b_smem])                   # every reader is done
+    mbarrier.invalidate(loaded)                     # c_smem may reuse the barriers' bytes (PTX: invalidate first)
+    mbarrier.invalidate(consumed)
     c_smem = gl.allocate_shared_memory(c_desc.dtype, c_desc.block_shape, c_desc.layout)
     c_smem.store(acc.load().to(c_desc.dtype))
     hopper.fence_async_shared()
@@ -267,26 +274,42 @@ SEED_BLACKWELL = dict(acc_bases=((1, 0), (2, 0)), two_ctas=True, BM=512, BN=128,
 
 
 def _blackwell_layouts(acc_bases, two_ctas, BM, BN, BK, dtype=gl.float16):
+    check_m_split(acc_bases, "blackwell_multicast_mma")
     a_b, b_b = operand_cga_layouts(acc_bases, two_ctas)
     num_ctas = 1 << len(acc_bases)
     cta_m = BM // (1 << sum(1 for m, _ in acc_bases if m))
+    if cta_m * (1 << sum(1 for m, _ in acc_bases if m)) != BM or cta_m not in ((128,) if two_ctas else (64, 128)):
+        raise ValueError(f"BM = {BM} over {num_ctas} CTAs stacked along M gives {BM / num_ctas:g} rows per CTA; "
+                         f"tcgen05 needs {'128 (2-CTA)' if two_ctas else '64 or 128'}")
+    if BN % 16 or not 16 <= BN <= 256:
+        raise ValueError(f"BN must be a multiple of 16 from 16 to 256 (tensor-memory columns), got {BN}")
     return dict(a=_layout([BM, BK], dtype, a_b), b=_layout([BK, BN], dtype, b_b), c=_layout([BM, BN], dtype, acc_bases),
                 acc=TensorMemoryLayout(block=(cta_m, BN), col_stride=1, cga_layout=[list(b) for b in acc_bases],
                                        two_ctas=two_ctas), num_ctas=num_ctas)
+
+
+def check_m_split(acc_bases, what: str) -> None:
+    """The book's matmul clusters split the output along M only (N-splitting layouts do not compile:
+    the tensor-memory accumulator would need a wider tile); refuse anything else before compiling."""
+    bad = [list(b) for b in acc_bases if len(b) != 2 or b[1] != 0]
+    if bad:
+        raise ValueError(f"{what} splits the output tile along M only: every cga_layout basis must be (2**i, 0), "
+                         f"got {[list(b) for b in acc_bases]} (bases {bad} split N); stack the CTAs along M")
 
 
 def blackwell_multicast_mma(a, b, *, acc_bases=((1, 0), (2, 0)), two_ctas=True, bk=64):
     """One output tile C = A @ B computed by a cluster (Blackwell only): A is (BM, K), B is (K, BN)."""
     import torch
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-    from .hardware import BLACKWELL
     BM, BN, K = check_operands(a, b)
-    if K % bk:
-        raise ValueError(f"K must be a multiple of {bk}, got {K}")
+    if K % bk or K < 1:
+        raise ValueError(f"K must be a positive multiple of {bk}, got {K}")
+    L = _blackwell_layouts(acc_bases, two_ctas, BM, BN, bk, _gl_dtype(a))
     check_tma_tensor(a, "a", [min(BM, 256), bk])
     check_tma_tensor(b, "b", [bk, BN])
-    require(BLACKWELL, "blackwell_multicast_mma (tcgen05)")
-    L = _blackwell_layouts(acc_bases, two_ctas, BM, BN, bk, _gl_dtype(a))
+    require(TCGEN05, "blackwell_multicast_mma")
+    check_on_gpu(a, "a")
+    check_on_gpu(b, "b")
     c = torch.empty((BM, BN), device=a.device, dtype=a.dtype)
     blackwell_multicast_mma_kernel[(1,)](TensorDescriptor.from_tensor(a, [BM, bk], L["a"]),
                                          TensorDescriptor.from_tensor(b, [bk, BN], L["b"]),
@@ -322,11 +345,11 @@ def check_cluster(num_ctas):
 
 
 def check_tma_tensor(t, name, block):
+    """What TMA needs of a 2-D tensor and its box (where the tensor lives is checked later, after the
+    hardware: see ``hardware.check_on_gpu``)."""
     import torch
     if not isinstance(t, torch.Tensor) or t.dim() != 2:
         raise ValueError(f"{name} must be a 2-D tensor")
-    if t.device.type != "cuda":
-        raise ValueError(f"{name} is on the {t.device.type.upper()}: TMA needs GPU memory (.cuda())")
     if t.stride(1) != 1:
         raise ValueError(f"{name}.stride(1) is {t.stride(1)}: TMA needs a unit inner stride (use .contiguous())")
     if (t.stride(0) * t.element_size()) % 16 or t.data_ptr() % 16:
@@ -347,14 +370,17 @@ def check_operands(a, b):
         raise TypeError(f"a and b must both be float16 or both bfloat16, got {a.dtype} and {b.dtype}")
     if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
         raise ValueError(f"need (M, K) @ (K, N), got {tuple(a.shape)} @ {tuple(b.shape)}")
+    if a.shape[0] < 1 or b.shape[1] < 1:
+        raise ValueError(f"M and N must be at least 1, got {tuple(a.shape)} @ {tuple(b.shape)}")
     return a.shape[0], b.shape[1], a.shape[1]
 
 
-def prepare_matmul(a, b, out, config: dict, defaults: dict, plan_fn, needed: str, what: str):
-    """The shared front of the persistent matmul wrappers: known options, operands, the plan (which
-    validates the configuration), the hardware tier, TMA constraints and the output tensor.
-    Returns (cfg, plan, out, descriptors of A, B and out, M, N, K); ``plan_fn(M, N, K, gl_dtype, **cfg)``
-    returns ``tile_m`` and the shared layouts ``a``, ``b``, ``c``."""
+def prepare_matmul(a, b, out, config: dict, defaults: dict, plan_fn, feature, what: str):
+    """The shared front of the persistent matmul wrappers. Arguments first (known options, operands,
+    the plan, which validates the configuration, TMA constraints, the output), then the hardware
+    ``feature``, then where the tensors live. Returns (cfg, plan, out, descriptors of A, B and out,
+    M, N, K); ``plan_fn(M, N, K, gl_dtype, **cfg)`` returns ``tile_m`` and the shared layouts ``a``,
+    ``b``, ``c``."""
     import torch
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
     unknown = set(config) - set(defaults)
@@ -363,15 +389,19 @@ def prepare_matmul(a, b, out, config: dict, defaults: dict, plan_fn, needed: str
     cfg = {**defaults, **config}
     M, N, K = check_operands(a, b)
     plan = plan_fn(M, N, K, _gl_dtype(a), **cfg)
-    require(needed, what)
     check_tma_tensor(a, "a", [min(plan["tile_m"], 256), cfg["block_k"]])
     check_tma_tensor(b, "b", [cfg["block_k"], cfg["block_n"]])
+    out_cols = cfg.get("epilogue_n") or cfg["block_n"]
+    if out is not None:
+        if not isinstance(out, torch.Tensor) or tuple(out.shape) != (M, N) or out.dtype != a.dtype:
+            got = f"{tuple(out.shape)} {out.dtype}" if isinstance(out, torch.Tensor) else type(out).__name__
+            raise ValueError(f"out must be a ({M}, {N}) {a.dtype} tensor, got {got}")
+        check_tma_tensor(out, "out", [min(plan["tile_m"], 256), out_cols])
+    require(feature, what)
+    for t, name in ((a, "a"), (b, "b")) + (((out, "out"),) if out is not None else ()):
+        check_on_gpu(t, name)
     if out is None:
         out = torch.empty((M, N), device=a.device, dtype=a.dtype)
-    elif tuple(out.shape) != (M, N) or out.dtype != a.dtype:
-        raise ValueError(f"out must be a ({M}, {N}) {a.dtype} tensor, got {tuple(out.shape)} {out.dtype}")
-    out_cols = cfg.get("epilogue_n") or cfg["block_n"]
-    check_tma_tensor(out, "out", [min(plan["tile_m"], 256), out_cols])
     descs = (TensorDescriptor.from_tensor(a, [plan["tile_m"], cfg["block_k"]], plan["a"]),
              TensorDescriptor.from_tensor(b, [cfg["block_k"], cfg["block_n"]], plan["b"]),
              TensorDescriptor.from_tensor(out, [plan["tile_m"], out_cols], plan["c"]))
@@ -396,12 +426,16 @@ def multicast_copy(x, num_ctas: int, multicast: bool = True):
     check_cluster(num_ctas)
     if num_ctas < 2:
         raise ValueError("multicast needs a cluster of at least 2 CTAs")
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+    dtype = _gl_dtype(x)
     check_tma_tensor(x, "x", x.shape)
     if x.shape[0] < 4 or x.shape[1] < 32 or x.stride(0) != x.shape[1]:
         raise ValueError("multicast_copy takes a contiguous tile of at least 4 x 32 elements")
-    require(HOPPER, "multicast_copy")
+    require(CLUSTERS, "multicast_copy")
+    check_on_gpu(x, "x")
     M, N = x.shape
-    layout = _layout([M, N], _gl_dtype(x), [[0, 0]] * (num_ctas.bit_length() - 1))
+    layout = _layout([M, N], dtype, [[0, 0]] * (num_ctas.bit_length() - 1))
     out = torch.full_like(x, float("nan"))
     bad = torch.full((num_ctas,), -1, device=x.device, dtype=torch.int32)
     multicast_copy_kernel[(1,)](TensorDescriptor.from_tensor(x, [M, N], layout), x,
@@ -414,21 +448,25 @@ def hopper_multicast_matmul(a, b, *, num_ctas: int = 2, bm: int = 64, bn: int = 
                             stages: int = 3, release: str = "mbarrier"):
     """C = A @ B (fp16 or bf16, fp32 accumulation) on clusters of ``num_ctas`` CTAs stacked along M,
     B multicast to all of them. ``release``: "mbarrier" (gather on CTA 0, broadcast back) or
-    "cluster" (a cluster barrier per K step)."""
+    "cluster" (a cluster barrier per K step). Hopper only: wgmma does not exist on Blackwell."""
     import torch
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
     check_cluster(num_ctas)
     mode = _release_mode(release, num_ctas)
     M, N, K = check_operands(a, b)
-    check_tma_tensor(a, "a", [bm * num_ctas, bk])
-    check_tma_tensor(b, "b", [bk, bn])
+    if K % 8:
+        raise ValueError(f"K must be a multiple of 8 (16-byte aligned rows of A for TMA), got {K}")
     if bm != 64 or (bn % 8) or bn > 256:
         raise ValueError("this kernel uses one warpgroup per CTA: bm must be 64 and bn a multiple of 8 up to 256")
+    check_tma_tensor(a, "a", [bm * num_ctas, bk])
+    check_tma_tensor(b, "b", [bk, bn])
     smem = stages * (bm * bk + bk * bn) * 2 + bm * bn * 2          # per CTA: A rows, all of B, C staging
     if smem > 200 * 1024:
         raise ValueError(f"{stages} stages need {smem // 1024} KiB of shared memory per CTA (at most ~200 KiB "
                          "on Hopper); use fewer stages or smaller tiles")
-    require(HOPPER, "hopper_multicast_matmul")
+    require(WGMMA, "hopper_multicast_matmul")
+    check_on_gpu(a, "a")
+    check_on_gpu(b, "b")
     c = torch.empty((M, N), device=a.device, dtype=a.dtype)
     check_tma_tensor(c, "c", [bm * num_ctas, bn])
     dt = _gl_dtype(a)
@@ -457,7 +495,7 @@ def tile_stream(num_ctas: int, *, multicast: bool, release: str = "mbarrier", cl
     if multicast and num_ctas < 2:
         raise ValueError("multicast needs a cluster of at least 2 CTAs")
     mode = _release_mode(release, num_ctas)
-    require(HOPPER, "tile_stream")
+    require(CLUSTERS, "tile_stream")
     clusters = clusters or max(1, 128 // num_ctas)
     src = torch.randn(src_tiles * 128, 128, device="cuda", dtype=torch.float16)
     desc = TensorDescriptor.from_tensor(src, [128, 128], _stream_layout(num_ctas))
@@ -476,6 +514,7 @@ def benchmark(quick: bool = False, log=print) -> dict:
     """Delivered bandwidth into shared memory when every CTA of a cluster needs the same tiles:
     each CTA loading its own copy vs one multicast per tile, for clusters of 1 to 16 CTAs."""
     from . import bench
+    require(CLUSTERS, "the multicast benchmark")
     copy = bench.copy_ceiling_gbps()
     rows = []
     for num_ctas in (1, 2, 4, 8, 16):

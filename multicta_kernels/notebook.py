@@ -1,22 +1,56 @@
-"""What every chapter's notebook needs: a tier banner, source rendering, tables and glue."""
+"""What every chapter's notebook needs: the hardware banner, live runs with a time limit, source
+rendering, tables and glue."""
 from __future__ import annotations
 
 import html
 import inspect
 import textwrap
+import time
 
 from . import hardware
 
 
-def banner() -> hardware.Tier:
-    """Print which tier this notebook runs on and what that means; return the tier."""
-    t = hardware.tier()
-    what = {hardware.BLACKWELL: "every kernel runs live",
-            hardware.HOPPER: "Hopper kernels run live; Blackwell-only kernels are compiled and read through the lens",
-            hardware.CPU: "kernels are compiled for sm_90a / sm_100a and read through the lens; "
-                          "benchmarks come from results/ recorded on real GPUs"}[t.name]
-    print(f"Running on {t}: {what}.")
-    return t
+def banner(*features: hardware.Feature) -> hardware.Device:
+    """Print the GPU this notebook runs on and, for each feature the chapter uses, whether its cells
+    run live here or show the lens and recorded results; return the device. Kernels that have never
+    run on the hardware they need say so (generated from results/, see ``doctor.label``)."""
+    from .doctor import label
+    dev = hardware.device()
+    print(f"Running on {dev}.")
+    for f in features or (hardware.CLUSTERS,):
+        if dev.has(f):
+            print(f"  {f.name:<9} live here   ({f.what})")
+        else:
+            print(f"  {f.name:<9} lens only   ({f.what}: needs {f.runs_on}); {label(f)}")
+    if dev.capability is not None:
+        print("  First time on this node? `python -m multicta_kernels.doctor` checks every live kernel.")
+    return dev
+
+
+class KernelTimeout(RuntimeError):
+    """A live kernel did not finish within its time limit."""
+
+    def _render_traceback_(self):          # IPython shows this message instead of a traceback
+        return [f"KernelTimeout: {self}"]
+
+
+def run_live(name: str, launch, timeout: float = 60.0):
+    """Call ``launch()`` (which compiles and launches, without waiting for the GPU), then wait for the
+    GPU at most ``timeout`` seconds. A kernel that hangs ends the cell with a message naming it
+    instead of freezing the notebook. Returns what ``launch()`` returned."""
+    import torch
+    result = launch()
+    done = torch.cuda.Event()
+    done.record()
+    deadline = time.monotonic() + timeout
+    while not done.query():
+        if time.monotonic() > deadline:
+            raise KernelTimeout(
+                f"{name} did not finish within {timeout:.0f} s: it is hung on the GPU, and a cluster kernel "
+                "cannot be stopped from inside this process. Restart the notebook's kernel (Kernel > Restart), "
+                "then run `python -m multicta_kernels.doctor` in a terminal to see which kernels work here.")
+        time.sleep(0.002)
+    return result
 
 
 def source(obj, start: str | None = None, stop: str | None = None):

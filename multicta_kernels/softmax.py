@@ -21,7 +21,7 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
 from . import lens
-from .hardware import HOPPER, require
+from .hardware import CLUSTERS, check_on_gpu, require
 
 LOG2E = gl.constexpr(1.4426950408889634)  # exp(x) = exp2(x * log2(e)): one ex2.approx
 
@@ -221,8 +221,6 @@ def multicta_softmax(x, out=None, *, config: SoftmaxConfig | None = None, two_pa
                          "reshape it, e.g. x.reshape(-1, x.shape[-1])")
     if _dtype_name(x.dtype) not in _DTYPES:
         raise TypeError(f"x has dtype {x.dtype}; the softmax supports float32, float16 and bfloat16")
-    if x.device.type != "cuda":
-        raise ValueError(f"x is on the {x.device.type.upper()}; move it to a GPU first (x.cuda())")
     M, N = x.shape
     if N > MAX_N:
         raise ValueError(f"rows of {N} elements do not fit in a 16-CTA cluster's registers "
@@ -235,7 +233,7 @@ def multicta_softmax(x, out=None, *, config: SoftmaxConfig | None = None, two_pa
     else:
         if not isinstance(out, torch.Tensor):
             raise TypeError(f"out must be a torch.Tensor, got {type(out).__name__}")
-        if tuple(out.shape) != (M, N) or out.dtype != x.dtype or out.device != x.device:
+        if tuple(out.shape) != (M, N) or out.dtype != x.dtype or out.device.type != x.device.type:
             raise ValueError(f"out must be a {tuple(x.shape)} {x.dtype} tensor on {x.device}, got "
                              f"{tuple(out.shape)} {out.dtype} on {out.device}")
         if N > 1 and out.stride(1) != 1:
@@ -247,7 +245,8 @@ def multicta_softmax(x, out=None, *, config: SoftmaxConfig | None = None, two_pa
     elif config.block_n < N or config.dtype != _dtype_name(x.dtype):
         raise ValueError(f"config was made for N={config.N} {config.dtype}, not N={N} {_dtype_name(x.dtype)}; "
                          f"build one with pick_config({N}, {_dtype_name(x.dtype)!r})")
-    require(HOPPER, "multicta_softmax (thread-block clusters)")
+    require(CLUSTERS, "multicta_softmax")
+    check_on_gpu(x, "x")
     if M == 0 or N == 0:
         return out
     # The largest power of two (up to one 16-byte vector) dividing N and both row strides.
@@ -342,6 +341,7 @@ def sweep(quick: bool = False, log=print, shapes=None) -> dict:
     """Time every candidate configuration on every benchmark shape (fp32)."""
     import torch
     from . import bench
+    require(CLUSTERS, "the softmax sweep")
     copy = bench.copy_ceiling_gbps()
     log(f"[softmax-sweep] copy ceiling {copy:.0f} GB/s")
     shapes = shapes or (SEED_SHAPES + ODD_SHAPES)[:: 4 if quick else 1]
@@ -377,6 +377,7 @@ def benchmark(quick: bool = False, log=print) -> dict:
     the best single-CTA variant, with the copy of the same bytes."""
     import torch
     from . import bench
+    require(CLUSTERS, "the softmax benchmark")
     copy = bench.copy_ceiling_gbps()
     blas = bench.cublas_tflops()
     log(f"[softmax] copy ceiling {copy:.0f} GB/s, cuBLAS fp16 {blas:.0f} TFLOP/s")

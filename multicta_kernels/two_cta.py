@@ -15,7 +15,7 @@ from triton.experimental.gluon.language.nvidia.blackwell import (TensorMemoryLay
 from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier, tma
 
 from . import lens
-from .hardware import BLACKWELL, require
+from .hardware import TCGEN05, check_on_gpu, require
 from .multicast import _desc, _layout, blackwell_multicast_mma, check_operands, check_tma_tensor
 
 
@@ -36,6 +36,8 @@ def one_cta_mma_kernel(a_desc, b_desc, c_desc, acc_layout: gl.constexpr):
     acc = allocate_tensor_memory(gl.float32, [BM, BN], acc_layout)
     tcgen05_mma(a_smem, b_smem, acc, use_acc=False, mbarriers=[done])
     mbarrier.wait(done, 0, deps=[a_smem, b_smem])
+    mbarrier.invalidate(loaded)                                  # c_smem may reuse the barriers' bytes
+    mbarrier.invalidate(done)
     c_smem = gl.allocate_shared_memory(c_desc.dtype, c_desc.block_shape, c_desc.layout)
     c_smem.store(acc.load().to(c_desc.dtype))
     fence_async_shared()
@@ -60,6 +62,8 @@ def two_cta_mma_kernel(a_desc, b_desc, c_desc, acc_layout: gl.constexpr):
     acc = allocate_tensor_memory(gl.float32, [BM, BN], acc_layout)   # acc_layout has two_ctas=True
     tcgen05_mma(a_smem, b_smem, acc, use_acc=False, mbarriers=[done])
     mbarrier.wait(done, 0, deps=[a_smem, b_smem])
+    mbarrier.invalidate(loaded)                                  # c_smem may reuse the barriers' bytes
+    mbarrier.invalidate(done)
     c_smem = gl.allocate_shared_memory(c_desc.dtype, c_desc.block_shape, c_desc.layout)
     c_smem.store(acc.load().to(c_desc.dtype))
     fence_async_shared()
@@ -101,9 +105,11 @@ def mma_tile(a, b, *, two_ctas: bool = True):
     import torch
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
     _check_tile(a, b, two_ctas)
-    require(BLACKWELL, "mma_tile (tcgen05 tensor cores; a B200 or GB200 node runs it)")
     check_tma_tensor(a, "a", [min(a.shape[0], 256), a.shape[1]])
     check_tma_tensor(b, "b", list(b.shape))
+    require(TCGEN05, "mma_tile")
+    check_on_gpu(a, "a")
+    check_on_gpu(b, "b")
     M, K = a.shape
     N = b.shape[1]
     L = tile_layouts(M, N, K, two_ctas, str(a.dtype).replace("torch.", ""))
@@ -121,7 +127,6 @@ def looped_mma(a, b):
     if a.shape[0] != 512 or b.shape[1] != 128 or a.shape[1] % 64:
         raise ValueError(f"the looped example computes a 512 x 128 tile with K a multiple of 64, "
                          f"got {tuple(a.shape)} @ {tuple(b.shape)}")
-    require(BLACKWELL, "looped_mma (tcgen05 tensor cores; a B200 or GB200 node runs it)")
     return blackwell_multicast_mma(a, b)
 
 

@@ -1,11 +1,20 @@
+"""GPU tests are marked by the feature they need (clusters, wgmma, tcgen05: see
+multicta_kernels.hardware) and skipped where the GPU lacks it; `pytest -m gpu` selects them all."""
 import pytest
 
-from multicta_kernels.hardware import BLACKWELL, HOPPER, tier
+from multicta_kernels import hardware
+
+MARKS = {"clusters": hardware.CLUSTERS, "wgmma": hardware.WGMMA, "tcgen05": hardware.TCGEN05, "cuda": hardware.CUDA}
 
 
 def pytest_collection_modifyitems(config, items):
-    here = tier()
+    here = hardware.device()
     for item in items:
-        for mark, needed in (("hopper", HOPPER), ("blackwell", BLACKWELL)):
-            if mark in item.keywords and not here.at_least(needed):
-                item.add_marker(pytest.mark.skip(reason=f"needs {needed}; this machine: {here}"))
+        needed = [f for mark, f in MARKS.items() if mark in item.keywords]
+        if needed:
+            item.add_marker(pytest.mark.gpu)
+        for f in needed:
+            if not here.has(f):
+                item.add_marker(pytest.mark.skip(reason=f"needs {f.what} ({f.runs_on}); this machine: {here}"))
+        if "consan" in item.keywords and not any(here.has(f) for f in needed or [hardware.CLUSTERS]):
+            item.add_marker(pytest.mark.skip(reason="the sanitizer runs on a GPU"))

@@ -113,3 +113,27 @@ def test_warp_specialize_rules():
         k = lens.compile(barriers.warp_specialize_spec("cluster_barrier_inside"), target)
         counts = k.census(["mbarrier.arrive.release.cluster.shared::cluster", "mbarrier.try_wait.parity.acquire.cluster"])
         assert all(counts.values()), counts        # 3.9 lowers it to a cross-CTA mbarrier hand-shake
+
+
+@pytest.mark.parametrize("name, params", [("cluster_exchange", {"num_ctas": 4}), ("ping_pong", {"num_ctas": 4}),
+                                          ("pair_sum", {})])
+def test_data_hand_offs_are_fenced_at_cluster_scope(name, params):
+    """A user's arrive and wait order memory at CTA scope only; a DSMEM hand-off needs cluster scope.
+    In the PTX, every arrive that follows shared-memory traffic comes after a fence.acq_rel.cluster
+    (itself after the CTA barrier, since one thread arrives for all), and every read of a peer's
+    shared memory after a wait comes after a fence."""
+    from multicta_kernels import lens
+    ptx = lens.compile(name, "sm_90a", **params).ptx
+    dirty, waited, arrives = False, False, 0
+    for _, op, line in lens.instructions(ptx):
+        if op.startswith(("st.shared", "stmatrix", "ld.shared::cluster")) and "mbarrier" not in line:
+            assert not (waited and op.startswith("ld.shared::cluster")), f"{name}: a peer's data read before a fence"
+            dirty = True
+        elif op == "fence.acq_rel.cluster":
+            dirty = waited = False
+        elif op.startswith("mbarrier.arrive"):
+            assert not dirty, f"{name}: an arrive publishes shared-memory traffic without a cluster fence"
+            arrives += 1
+        elif "mbarrier.try_wait" in line:
+            waited = True
+    assert arrives >= 2

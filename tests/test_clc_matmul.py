@@ -1,14 +1,15 @@
 """Chapter 5's CLC matmul: CPU checks of the kernel's helper, plan validation and refusal; on
 Blackwell, correctness against torch.matmul including edge tiles, for each cga_layout."""
+import re
 import types
 
 import pytest
 import torch
 
-from multicta_kernels import bench
 from multicta_kernels import clc_matmul as cm
-from multicta_kernels import lens, tile_order
-from multicta_kernels.hardware import BLACKWELL, UnsupportedHardwareError, tier
+from multicta_kernels import hardware, lens, tile_order
+from multicta_kernels.checks import assert_matmul_close, poisoned
+from multicta_kernels.hardware import TCGEN05, UnsupportedHardwareError
 
 
 def test_kernel_snake_helper_matches_python():
@@ -42,6 +43,8 @@ def test_configurations_compile_with_their_instructions(cfg):
     ({"acc_stages": 3}, "512 columns"),
     ({"epilogue_n": 48}, "divide block_n"),
     ({"stages": 9}, "shared memory"),
+    ({"cga_layout": ((1, 0), (0, 1))}, "splits the output tile along M only"),
+    ({"cga_layout": ((1, 0), (2, 0), (0, 1))}, "splits the output tile along M only"),
 ])
 def test_plan_messages(cfg, msg):
     with pytest.raises(ValueError, match=msg):
@@ -54,13 +57,46 @@ def test_wrapper_checks_before_hardware():
         cm.clc_matmul(a, a.T.contiguous(), tile=3)
     with pytest.raises(ValueError, match="multiples of 8"):
         cm.clc_matmul(torch.randn(64, 60, dtype=torch.float16), torch.randn(60, 64, dtype=torch.float16))
+    with pytest.raises(ValueError, match="stride"):                                   # b transposed
+        cm.clc_matmul(a, torch.randn(256, 64, dtype=torch.float16).T)
+    with pytest.raises(ValueError, match="out must be"):                              # wrong out dtype
+        cm.clc_matmul(a, a.T.contiguous(), out=torch.empty(256, 256, dtype=torch.float32))
 
 
-@pytest.mark.skipif(tier().at_least(BLACKWELL), reason="checks the refusal elsewhere")
+@pytest.mark.skipif(hardware.has(TCGEN05), reason="checks the refusal elsewhere")
 def test_refused_off_blackwell_before_compiling(monkeypatch):
     monkeypatch.setattr(cm.clc_matmul_kernel, "run", lambda *a, **k: pytest.fail("launched"))
-    with pytest.raises(UnsupportedHardwareError, match="Blackwell"):
+    with pytest.raises(UnsupportedHardwareError, match="sm_100"):
         cm.clc_matmul(torch.randn(256, 64, dtype=torch.float16), torch.randn(64, 256, dtype=torch.float16))
+
+
+def test_sizes_of_one_compile():
+    """A launch turns M, N or K equal to 1 into a constant (a decode-shaped GEMM has M = 1)."""
+    for sizes in ({"M": 1}, {"N": 1}, {"K": 1}):
+        spec = lens.specialise(cm.clc_matmul_spec(), **sizes)
+        assert "tcgen05.mma" in lens.compile(spec, "sm_100a").ptx
+
+
+def test_epilogue_staging_index_runs_across_tiles():
+    """With one sub-tile per tile (epilogue_n == block_n) the staging buffer must still alternate from
+    tile to tile: `store_wait(1)` lets the previous tile's TMA store still read the other buffer. An
+    index restarting at every tile is the constant 0 in the compiled TTGIR."""
+    k = lens.compile(cm.clc_matmul_spec(block_n=128, epilogue_n=128, stages=4), "sm_100a")
+    uses = re.findall(r"ttg\.memdesc_index %c_bufs\[([^\]]+)\]", k.ttgir)
+    assert uses and not any(re.fullmatch(r"%c\d+_i32", u) for u in uses), uses
+
+
+def test_clc_slot_is_released_per_cta_then_by_a_cluster_rendezvous():
+    """Each CTA's four readers release its own answer slot; the schedulers then meet at a cluster barrier
+    (3.9 lowers it to cluster-scope mbarrier hand-shakes and fences the async proxy) before CTA 0 asks
+    again. The PTX shows the rendezvous's release/acquire at cluster scope and the proxy fence."""
+    k = lens.compile(cm.clc_matmul_spec(), "sm_100a")
+    lines = [ln.strip() for ln in k.ptx.splitlines() if not ln.strip().startswith(".loc")]
+    i = next(n for n, ln in enumerate(lines) if "clusterlaunchcontrol.try_cancel" in ln)
+    before = lines[max(0, i - 40):i]
+    assert any("mbarrier.arrive.release.cluster" in ln for ln in before)
+    assert any("mbarrier.try_wait.parity.acquire.cluster" in ln for ln in before)
+    assert any("fence.proxy.async.shared::cluster" in ln for ln in before)
 
 
 def test_makespan_models():
@@ -78,15 +114,18 @@ def test_makespan_models():
         cm.makespan([1.0], 2, True, [1.0])
 
 
-@pytest.mark.blackwell
-@pytest.mark.parametrize("cga", [((1, 0),), ((1, 0), (2, 0))])
+@pytest.mark.tcgen05
+@pytest.mark.parametrize("cfg", [{"cga_layout": ((1, 0),)}, {"cga_layout": ((1, 0), (2, 0))},
+                                 {"block_n": 128, "epilogue_n": 128, "stages": 4},
+                                 {"cga_layout": ((1, 0), (2, 0)), "block_n": 192, "epilogue_n": 64}])
 @pytest.mark.parametrize("M, N, K, dtype", [(1024, 1024, 512, torch.float16), (1000, 776, 328, torch.float16),
-                                            (3000, 2056, 1000, torch.bfloat16), (256, 256, 64, torch.float16)])
-def test_matches_torch(cga, M, N, K, dtype):
+                                            (3000, 2056, 1000, torch.bfloat16), (256, 256, 64, torch.float16),
+                                            (1, 256, 4096, torch.float16), (5000, 4096, 64, torch.float16)])
+def test_matches_torch(cfg, M, N, K, dtype):
+    """Element by element, NaN-poisoned; edge tiles, K of one block, M = 1, one or three sub-tiles per
+    tile, and many tiles per cluster (the epilogue's staging buffers alternate across tiles)."""
     a = torch.randn(M, K, device="cuda").to(dtype)
     b = torch.randn(K, N, device="cuda").to(dtype)
-    c = torch.full((M, N), float("nan"), device="cuda", dtype=dtype)
-    cm.clc_matmul(a, b, out=c, cga_layout=cga)
-    ref = a.float() @ b.float()
-    assert not torch.isnan(c).any()
-    assert bench.rel_err(c, ref) < 1e-2
+    c = poisoned((M, N), dtype)
+    cm.clc_matmul(a, b, out=c, **cfg)
+    assert_matmul_close(c, a, b, str(cfg))

@@ -95,6 +95,43 @@ def test_invalid_cga_layouts_are_explained(bases, ctas, msg):
         layouts.check_cga_layout(bases, ctas, 2)
 
 
+@pytest.mark.parametrize("layout, shape, msg", [
+    (gl.BlockedLayout([1, 1], [1, 32], [1, 1], [1, 0], cga_layout=[[1, 1]]), [4, 8], "several dimensions"),
+    (gl.BlockedLayout([1, 1], [1, 32], [1, 1], [1, 0], cga_layout=[[1, 0], [1, 1]]), [4, 8], "several dimensions"),
+    (gl.BlockedLayout([1, 1], [1, 32], [1, 1], [1, 0], cga_layout=[[1, 0]]), [8], "rank"),
+    (gl.BlockedLayout([1, 1], [1, 32], [1, 1], [1, 0], cga_layout=[[1, 0]]), [3, 5], "power of two"),
+    (gl.BlockedLayout([1, 1], [1, 32], [1, 1], [1, 0], cga_layout=[[1, 0]]), [0, 8], "power of two"),
+    (gl.BlockedLayout([1], [32], [1], [0], cga_layout=[[3]]), [64], "should be 1"),
+])
+def test_bad_input_raises_instead_of_killing_python(layout, shape, msg):
+    """Each of these aborted the whole process inside Triton; now each is a ValueError naming the fix."""
+    with pytest.raises(ValueError, match=msg):
+        layouts.ownership(layout, shape)
+    with pytest.raises(ValueError, match=msg):
+        layouts.show(layout, shape)
+
+
+def test_what_validation_misses_is_caught_in_a_child_process():
+    """A linear layout whose block basis moves along two dimensions: Triton aborts; the reader gets
+    Triton's own message in one line, and this process lives on."""
+    from multicta_kernels.isolation import TritonAborted
+    bad = gl.DistributedLinearLayout([[0, 1]], [[0, 2], [0, 4], [0, 8], [1, 0], [2, 0]], [], [[1, 1]], [4, 16])
+    with pytest.raises(TritonAborted, match="at most one dimension"):
+        layouts.ownership(bad, [4, 16])
+
+
+@pytest.mark.parametrize("bases, shape", [([[1, 0]], [1, 8]), ([[1, 0], [2, 0]], [2, 8]), ([[0, 1], [0, 2]], [1, 2]),
+                                          ([[1, 0], [0, 1]], [1, 64]), ([[0, 1], [1, 0], [0, 2]], [2, 2])])
+def test_model_matches_triton_when_the_tensor_is_smaller_than_the_cluster_tiling(bases, shape):
+    """A basis past the tensor's edge acts as a broadcast: both CTAs of [[1, 0]] hold all of a [1, 8]."""
+    lay = gl.BlockedLayout([1, 1], [1, 32], [1, 1], [1, 0], cga_layout=bases)
+    own = layouts.ownership(lay, shape)
+    model = layouts.cta_owner(bases, shape, 1 << len(bases))
+    for (i, j), mask in np.ndenumerate(model):
+        holders = {c for c in range(1 << len(bases)) if mask >> c & 1}
+        assert own.cta[i, j] == min(holders) and own.ctas_holding[i, j] == len(holders), (bases, shape, i, j)
+
+
 def test_draw_and_show_produce_figures():
     import matplotlib
     matplotlib.use("Agg")

@@ -54,9 +54,12 @@ def test_alignment_hint_keeps_vector_loads():
 def test_compile_error_is_one_clear_line():
     spec = lens.spec("softmax", num_ctas=4)
     broken = dataclasses.replace(spec, options={**spec.options, "num_ctas": 2})   # layout says 4 CTAs
-    with pytest.raises(lens.LensCompileError) as err:
+    with pytest.raises(ValueError, match="exactly 1 bases"):                        # refused before Triton
         lens.compile(broken, "sm_90a")
-    assert "softmax does not compile for sm_90a" in str(err.value)
+    from multicta_kernels import barriers
+    with pytest.raises(lens.LensCompileError) as err:                               # the compiler's own error
+        lens.compile(barriers.warp_specialize_spec("init_inside"), "sm_90a")
+    assert "does not compile for sm_90a" in str(err.value) and "warp_specialize" in err.value.diagnostic
     assert "\n" not in err.value.diagnostic and err.value.diagnostic
 
 
@@ -74,3 +77,34 @@ def test_census_and_excerpt():
     ex = lens.excerpt(ptx, "bra", context=1)
     assert ">    7  @%p1 bra $L1;" in ex and "mov.u32 %r1" in ex
     assert lens.excerpt(ptx, "nothing").startswith("// no line")
+
+
+def test_bad_cluster_sizes_and_layouts_are_refused_before_triton():
+    spec = lens.spec("softmax", num_ctas=4)
+    with pytest.raises(ValueError, match="power of two from 1 to 16"):
+        lens.compile(dataclasses.replace(spec, options={**spec.options, "num_ctas": 32}), "sm_90a")
+    from triton.experimental.gluon import language as gl
+    bad = gl.BlockedLayout([1, 1, 4], [1, 1, 32], [1, 1, 4], [2, 1, 0], cga_layout=[[0, 3, 0], [0, 2, 0]])
+    with pytest.raises(ValueError, match="constexpr 'layout'.*should be 1"):
+        lens.compile(dataclasses.replace(spec, constexprs={**spec.constexprs, "layout": bad}), "sm_90a")
+
+
+def test_a_compile_that_aborts_becomes_one_line_with_tritons_message():
+    """What validation cannot know (here a linear layout Triton rejects by aborting) is compiled in a
+    child process: the reader gets Triton's own words, and the notebook survives."""
+    from triton.experimental.gluon import language as gl
+    spec = lens.spec("softmax", num_ctas=2, N=64, num_warps=1)
+    bad = gl.DistributedLinearLayout([[0, 0, 1], [0, 0, 2]], [[0, 0, 4], [0, 0, 8], [0, 0, 16], [0, 0, 0], [0, 0, 0]],
+                                     [], [[0, 1, 1]], [1, 2, 32])
+    with pytest.raises(lens.LensCompileError, match="aborted.*at most one dimension") as err:
+        lens.compile(dataclasses.replace(spec, constexprs={**spec.constexprs, "layout": bad}), "sm_90a")
+    assert "\n" not in str(err.value)
+
+
+def test_specialise_turns_ones_into_constants_as_a_launch_does():
+    spec = lens.spec("softmax", num_ctas=2)
+    s = lens.specialise(spec, M=1, n_div=4096)
+    assert s.signature["M"] == "constexpr" and s.constexprs["M"] == 1
+    assert s.signature["n_div"] == "i32" and "n_div" in s.divisible
+    with pytest.raises(KeyError, match="no integer argument"):
+        lens.specialise(spec, layout=1)

@@ -60,7 +60,11 @@ def test_multicast_masks():
     (lambda: mc.multicast_copy(torch.randn(64, 64, dtype=torch.float16), 3), ValueError, "power of two"),
     (lambda: mc.multicast_copy(torch.randn(64, 64, dtype=torch.float16), 1), ValueError, "at least 2 CTAs"),
     (lambda: mc.multicast_copy(torch.randn(64, 64, dtype=torch.float16), 32), ValueError, "power of two"),
-    (lambda: mc.multicast_copy(torch.randn(64, 64, dtype=torch.float16), 2), ValueError, "TMA needs GPU memory"),
+    (lambda: mc.multicast_copy(torch.randint(0, 9, (64, 64), dtype=torch.int32), 2), TypeError, "float16, bfloat16 or float32"),
+    (lambda: mc.multicast_copy(torch.randn(64, 64, dtype=torch.float64), 2), TypeError, "float16, bfloat16 or float32"),
+    (lambda: mc.multicast_copy(torch.randn(64, 64, dtype=torch.float16).T, 2), ValueError, "stride"),
+    (lambda: mc.blackwell_multicast_mma(torch.randn(512, 64, dtype=torch.float16), torch.randn(64, 128, dtype=torch.float16),
+                                        acc_bases=((1, 0), (0, 1))), ValueError, "along M only"),
     (lambda: mc.hopper_multicast_matmul(torch.randn(64, 64, dtype=torch.float16), torch.randn(64, 64)),
      TypeError, "must both be float16 or both bfloat16"),
     (lambda: mc.hopper_multicast_matmul(torch.randn(64, 32, dtype=torch.float16), torch.randn(64, 64, dtype=torch.float16)),
@@ -69,7 +73,25 @@ def test_multicast_masks():
                                         release="sometimes"), ValueError, "release must be"),
 ])
 def test_bad_input(call, exc, msg):
+    """Reported as what it is, on any machine: arguments are checked before the hardware."""
     with pytest.raises(exc, match=msg):
         call()
+
+
+def test_a_cpu_tensor_on_a_gpu_machine_is_told_to_move():
+    from multicta_kernels import hardware
+    with hardware.pretend((9, 0)) as dev:
+        object.__setattr__(dev, "pretended", False)          # a real GPU would see a CPU tensor as misplaced
+        with pytest.raises(ValueError, match=r"x.cuda\(\)"):
+            mc.multicast_copy(torch.randn(64, 64, dtype=torch.float16), 2)
+
+
+def test_barriers_are_invalidated_before_the_epilogue_reuses_their_bytes():
+    from multicta_kernels import lens
+    k = lens.compile("blackwell_multicast_mma", "sm_100a")
+    assert k.census(["mbarrier.inval"])["mbarrier.inval"] == 2
+    for release, count in ((0, 3), (1, 9)):                  # 3 stages: ready; + empty and go with the gather
+        k = lens.compile("hopper_multicast_matmul", "sm_90a", num_ctas=2, release=release)
+        assert k.census(["mbarrier.inval"])["mbarrier.inval"] == count
 
 

@@ -3,9 +3,9 @@ validation; and, on Blackwell, correctness against torch.matmul."""
 import pytest
 import torch
 
-from multicta_kernels import bench
-from multicta_kernels import lens, two_cta
-from multicta_kernels.hardware import BLACKWELL, UnsupportedHardwareError, tier
+from multicta_kernels import hardware, lens, two_cta
+from multicta_kernels.checks import assert_matmul_close
+from multicta_kernels.hardware import TCGEN05, UnsupportedHardwareError
 
 
 def test_twins_differ_exactly_in_cta_group():
@@ -36,10 +36,23 @@ def test_intensity_numbers():
     ((256, 64), (64, 128), torch.float16, False, ValueError, "M = 128"),
     ((256, 64), (64, 300), torch.float16, True, ValueError, "N must be"),
     ((256, 40), (40, 128), torch.float16, True, ValueError, "K must be"),
+    ("a transposed", (64, 128), torch.float16, True, ValueError, "stride"),
 ])
 def test_tile_validation(a_shape, b_shape, dtype, two, exc, msg):
+    """Bad arguments are reported as such on every machine, before the hardware is asked about."""
+    a = torch.randn(64, 256).to(dtype).T if a_shape == "a transposed" else torch.randn(a_shape).to(dtype)
     with pytest.raises(exc, match=msg):
-        two_cta.mma_tile(torch.randn(a_shape).to(dtype), torch.randn(b_shape).to(dtype), two_ctas=two)
+        two_cta.mma_tile(a, torch.randn(b_shape).to(dtype), two_ctas=two)
+
+
+def test_barriers_are_invalidated_before_their_bytes_are_reused():
+    """c_smem is allocated after the MMA: the allocator may give it the barriers' bytes (the whole
+    kernel's shared memory is the size of c_smem alone), and PTX requires mbarrier.inval first."""
+    for name in ("two_cta_mma", "one_cta_mma"):
+        k = lens.compile(name, "sm_100a")
+        assert k.census(["mbarrier.inval"])["mbarrier.inval"] == 2, name
+    k = lens.compile("two_cta_mma", "sm_100a")
+    assert k.shared_bytes == 128 * 128 * 2             # c_smem alone: A, B and the barriers share its bytes
 
 
 def test_looped_validation():
@@ -47,19 +60,23 @@ def test_looped_validation():
         two_cta.looped_mma(torch.randn(256, 128, dtype=torch.float16), torch.randn(128, 128, dtype=torch.float16))
 
 
-@pytest.mark.skipif(tier().at_least(BLACKWELL), reason="checks the refusal on other tiers")
-def test_other_tiers_are_refused_before_compiling(monkeypatch):
+@pytest.mark.skipif(hardware.has(TCGEN05), reason="checks the refusal on other GPUs")
+def test_other_gpus_are_refused_before_compiling(monkeypatch):
     import multicta_kernels.two_cta as m
     monkeypatch.setattr(m.two_cta_mma_kernel, "run", lambda *a, **k: pytest.fail("a kernel was launched"))
     a = torch.randn(256, 64, dtype=torch.float16)
     b = torch.randn(64, 128, dtype=torch.float16)
-    with pytest.raises(UnsupportedHardwareError, match="Blackwell"):
-        two_cta.mma_tile(a, b)
-    with pytest.raises(UnsupportedHardwareError, match="Blackwell"):
-        two_cta.looped_mma(torch.randn(512, 128, dtype=torch.float16), torch.randn(128, 128, dtype=torch.float16))
+    for capability in ((9, 0), None):
+        import contextlib
+        with hardware.pretend(capability) if capability else contextlib.nullcontext():
+            with pytest.raises(UnsupportedHardwareError, match="sm_100"):
+                two_cta.mma_tile(a, b)
+            with pytest.raises(UnsupportedHardwareError, match="sm_100"):
+                two_cta.looped_mma(torch.randn(512, 128, dtype=torch.float16),
+                                   torch.randn(128, 128, dtype=torch.float16))
 
 
-@pytest.mark.blackwell
+@pytest.mark.tcgen05
 @pytest.mark.parametrize("two", [True, False])
 @pytest.mark.parametrize("N, K, dtype", [(128, 64, torch.float16), (256, 64, torch.float16), (64, 128, torch.bfloat16)])
 def test_tile_matches_torch(two, N, K, dtype):
@@ -67,15 +84,13 @@ def test_tile_matches_torch(two, N, K, dtype):
     a = torch.randn(M, K, device="cuda").to(dtype)
     b = torch.randn(K, N, device="cuda").to(dtype)
     c = two_cta.mma_tile(a, b, two_ctas=two)
-    ref = a.float() @ b.float()
-    assert bench.rel_err(c, ref) < 1e-2
+    assert_matmul_close(c, a, b)
 
 
-@pytest.mark.blackwell
+@pytest.mark.tcgen05
 @pytest.mark.parametrize("K, dtype", [(128, torch.float16), (256, torch.bfloat16), (64, torch.float16)])
 def test_looped_matches_torch(K, dtype):
     a = torch.randn(512, K, device="cuda").to(dtype)
     b = torch.randn(K, 128, device="cuda").to(dtype)
     c = two_cta.looped_mma(a, b)
-    ref = a.float() @ b.float()
-    assert bench.rel_err(c, ref) < 1e-2
+    assert_matmul_close(c, a, b)

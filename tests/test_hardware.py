@@ -1,0 +1,101 @@
+"""Capabilities, not tiers. On a CPU the tests pretend to be a Hopper or a Blackwell GPU
+(hardware.pretend) and follow every wrapper up to its launch: a B200 must never compile a wgmma
+kernel (it would end the process), and every Blackwell kernel must reach its launch."""
+import contextlib
+
+import pytest
+import torch
+
+from multicta_kernels import hardware
+from multicta_kernels.hardware import CLUSTERS, CUDA, TCGEN05, WGMMA, UnsupportedHardwareError
+
+
+@pytest.mark.parametrize("capability, has", [
+    ((8, 0), {CUDA}), ((9, 0), {CUDA, CLUSTERS, WGMMA}), ((10, 0), {CUDA, CLUSTERS, TCGEN05}),
+    ((10, 3), {CUDA, CLUSTERS, TCGEN05}), ((12, 0), {CUDA, CLUSTERS}), (None, set())])
+def test_features_by_capability(capability, has):
+    with hardware.pretend(capability) if capability else contextlib.nullcontext():
+        dev = hardware.device()
+        if capability is None and dev.capability is not None:
+            pytest.skip("a real GPU is present")
+        assert set(dev.features) == has
+        for f in hardware.FEATURES:
+            assert hardware.has(f) == (f in has)
+
+
+def test_require_names_the_feature_and_the_gpus():
+    with hardware.pretend((10, 0), "NVIDIA B200"):
+        with pytest.raises(UnsupportedHardwareError, match=r"warpgroup_mma.*sm_90 only.*NVIDIA B200 \(sm_100\)"):
+            hardware.require(WGMMA, "a wgmma kernel")
+        assert hardware.require(TCGEN05, "a tcgen05 kernel").name == "NVIDIA B200"
+
+
+def _launch_recorder(monkeypatch, kernels):
+    calls = []
+    for k in kernels:
+        monkeypatch.setattr(k, "run", lambda *a, _name=k.fn.__name__, **kw: calls.append(_name))
+        monkeypatch.setattr(k, "warmup", lambda *a, _name=k.fn.__name__, **kw: pytest.fail(f"warmup {_name}"))
+    return calls
+
+
+def test_on_blackwell_no_hopper_kernel_compiles_and_every_blackwell_kernel_launches(monkeypatch):
+    from multicta_kernels import clc_matmul as cm
+    from multicta_kernels import hopper_matmul as hm
+    from multicta_kernels import multicast as mc
+    from multicta_kernels import two_cta
+    hopper_only = [hm.hopper_matmul_kernel, hm.pipelined_matmul_kernel, hm.mma_peak_kernel,
+                   mc.hopper_multicast_matmul_kernel]
+    for k in hopper_only:
+        monkeypatch.setattr(k, "run", lambda *a, _k=k, **kw: pytest.fail(f"launched {_k.fn.__name__}"))
+        monkeypatch.setattr(k, "warmup", lambda *a, _k=k, **kw: pytest.fail(f"compiled {_k.fn.__name__}"))
+    calls = _launch_recorder(monkeypatch, [cm.clc_matmul_kernel, two_cta.one_cta_mma_kernel,
+                                           two_cta.two_cta_mma_kernel, mc.blackwell_multicast_mma_kernel])
+    h = torch.float16
+    with hardware.pretend((10, 0), "NVIDIA B200"):
+        a, b = torch.randn(1000, 328, dtype=h), torch.randn(328, 776, dtype=h)
+        cm.clc_matmul(a, b)
+        cm.clc_matmul(a, b, cga_layout=((1, 0), (2, 0)))
+        two_cta.mma_tile(torch.randn(128, 64, dtype=h), torch.randn(64, 128, dtype=h), two_ctas=False)
+        two_cta.mma_tile(torch.randn(256, 64, dtype=h), torch.randn(64, 128, dtype=h))
+        two_cta.looped_mma(torch.randn(512, 128, dtype=h), torch.randn(128, 128, dtype=h))
+        for call in (lambda: hm.hopper_matmul(a, b), lambda: hm.prepare(a, b, warp_specialize=False),
+                     lambda: mc.hopper_multicast_matmul(torch.randn(256, 64, dtype=h), torch.randn(64, 128, dtype=h)),
+                     hm.mma_peak_tflops):
+            with pytest.raises(UnsupportedHardwareError, match="sm_90 only"):
+                call()
+    assert calls == ["clc_matmul_kernel", "clc_matmul_kernel", "one_cta_mma_kernel", "two_cta_mma_kernel",
+                     "blackwell_multicast_mma_kernel"]
+
+
+def test_on_hopper_blackwell_kernels_are_refused_before_compiling(monkeypatch):
+    from multicta_kernels import clc_matmul as cm
+    from multicta_kernels import two_cta
+    calls = _launch_recorder(monkeypatch, [cm.clc_matmul_kernel, two_cta.two_cta_mma_kernel])
+    h = torch.float16
+    with hardware.pretend((9, 0), "NVIDIA H200"):
+        with pytest.raises(UnsupportedHardwareError, match="sm_100 family"):
+            cm.clc_matmul(torch.randn(256, 64, dtype=h), torch.randn(64, 256, dtype=h))
+        with pytest.raises(UnsupportedHardwareError, match="sm_100 family"):
+            two_cta.mma_tile(torch.randn(256, 64, dtype=h), torch.randn(64, 128, dtype=h))
+    assert calls == []
+
+
+def test_notebook_banner_says_live_or_lens(capsys):
+    from multicta_kernels import notebook
+    with hardware.pretend((10, 0), "NVIDIA B200"):
+        notebook.banner(CLUSTERS, WGMMA, TCGEN05)
+    text = capsys.readouterr().out
+    assert "clusters  live here" in text and "tcgen05   live here" in text
+    assert "wgmma     lens only" in text and "sm_90 only" in text
+    with hardware.pretend((9, 0), "NVIDIA H200"):
+        notebook.banner(TCGEN05)
+    text = capsys.readouterr().out
+    assert "tcgen05   lens only" in text
+
+
+def test_doctor_plans_by_capability():
+    from multicta_kernels import doctor
+    for capability, never, always in (((10, 0), WGMMA, TCGEN05), ((9, 0), TCGEN05, WGMMA)):
+        with hardware.pretend(capability):
+            todo = {c.feature for c in doctor.CHECKS.values() if hardware.has(c.feature)}
+        assert never not in todo and always in todo and CLUSTERS in todo
