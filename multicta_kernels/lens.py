@@ -97,10 +97,12 @@ def specialise(s: KernelSpec, **values) -> KernelSpec:
     from triton._C.libtriton import native_specialize_impl
     from triton.backends.compiler import BaseBackend
     sig, consts, div = dict(s.signature), dict(s.constexprs), list(s.divisible)
+    fn = getattr(s.fn, "compiled", s.fn)
+    kept = {p.name for p in getattr(fn, "params", []) if p.do_not_specialize}     # @jit(do_not_specialize=...)
     for name, value in values.items():
         if sig.get(name) not in ("i32", "i64"):
             raise KeyError(f"{s.name} has no integer argument {name!r}; its signature: {s.signature}")
-        kind, key = native_specialize_impl(BaseBackend, value, False, True, True)
+        kind, key = native_specialize_impl(BaseBackend, value, False, name not in kept, True)
         if kind == "constexpr":
             sig[name], consts[name] = "constexpr", value
         elif key == "D":

@@ -166,7 +166,8 @@ def _ring_barriers(STAGES: gl.constexpr, RELEASE: gl.constexpr, group_all: gl.co
     return ready, empty, go
 
 
-@gluon.jit
+# A count of 1 must not become a constant: the release barriers would look unused, and fail to compile.
+@gluon.jit(do_not_specialize=["TILES", "SRC_TILES"])
 def tile_stream_kernel(desc, out_ptr, TILES, SRC_TILES, MULTICAST: gl.constexpr, STAGES: gl.constexpr,
                        RELEASE: gl.constexpr, group_all: gl.constexpr):
     """Stream TILES tiles into every CTA of the cluster through a ring of STAGES buffers; the

@@ -95,3 +95,14 @@ def test_barriers_are_invalidated_before_the_epilogue_reuses_their_bytes():
         assert k.census(["mbarrier.inval"])["mbarrier.inval"] == count
 
 
+
+
+@pytest.mark.parametrize("params", [p for p in __import__("multicta_kernels").lens.registered()["tile_stream"]])
+def test_tile_stream_compiles_for_a_stream_of_one_tile(params):
+    """TILES = 1 once became a constant at launch; with the gather release the barriers then looked
+    unused and the compile failed on the H200 ("found at least one mbarrier.init op but could not find
+    any mbarrier use"). The counts are kept as runtime values (do_not_specialize)."""
+    from multicta_kernels import lens
+    spec = lens.specialise(mc.tile_stream_spec(**params), TILES=1, SRC_TILES=1)
+    assert spec.signature["TILES"] == "i32"
+    lens.compile(spec, "sm_90a")
