@@ -27,7 +27,7 @@ from triton.experimental.gluon.language.nvidia import hopper
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier
 
 from . import lens
-from .hardware import CLUSTERS, check_on_gpu, require
+from .hardware import CLUSTERS, check_cluster_size, check_on_gpu, log2, require
 
 # --------------------------------------------------------------------------------------- the model
 
@@ -38,10 +38,9 @@ def check_barrier_layout(bases, num_ctas: int, two_ctas: bool = False) -> list:
     It has log2(num_ctas) bases; the non-zero ones are 1, 2, 4, ... in order (so barriers are
     numbered densely), zeros may sit anywhere. ``two_ctas`` needs basis 0 to be zero (CTA pairs).
     """
-    if not isinstance(num_ctas, int) or num_ctas < 1 or num_ctas & (num_ctas - 1) or num_ctas > 16:
-        raise ValueError(f"num_ctas must be a power of two from 1 to 16, got {num_ctas!r}")
+    check_cluster_size(num_ctas)
     bases = [list(b) if isinstance(b, (list, tuple)) else [b] for b in bases]
-    need = num_ctas.bit_length() - 1
+    need = log2(num_ctas)
     if len(bases) != need:
         raise ValueError(f"a barrier layout for {num_ctas} CTAs has exactly {need} bases, got {len(bases)}: {bases}")
     nxt = 1
@@ -389,13 +388,9 @@ def barrier_cost_kernel(out_ptr, ROUNDS, MODE: gl.constexpr, group_all: gl.const
 
 # --------------------------------------------------------------------------------- host wrappers
 
-def _bits(num_ctas):
-    return num_ctas.bit_length() - 1
-
-
 def _layouts(num_ctas: int, width: int = 1):
     """The layouts the kernels share: one row (or element) per CTA, or everything on every CTA."""
-    n = _bits(num_ctas)
+    n = log2(num_ctas)
     if width == 1:
         return dict(slot=gl.BlockedLayout([1], [32], [1], [0], cga_layout=[[1 << i] for i in range(n)]),
                     everyone=gl.BlockedLayout([1], [32], [1], [0], cga_layout=[[0]] * n),
@@ -407,11 +402,6 @@ def _layouts(num_ctas: int, width: int = 1):
                 group_all=mbarrier.MBarrierLayout([[0]] * n))
 
 
-def _check_ctas(num_ctas, low=2):
-    if not isinstance(num_ctas, int) or num_ctas < low or num_ctas > 16 or num_ctas & (num_ctas - 1):
-        raise ValueError(f"num_ctas must be a power of two from {low} to 16, got {num_ctas!r}")
-
-
 def cluster_exchange(x):
     """x: (C, W) int32 on the GPU, C a power of two in 2..16, W a power of two >= 32.
     Returns out with out[c] = x[c] + x.sum(0), computed by the C CTAs of one cluster."""
@@ -419,7 +409,7 @@ def cluster_exchange(x):
     if not isinstance(x, torch.Tensor) or x.dim() != 2 or x.dtype != torch.int32:
         raise TypeError("x must be a 2-D int32 tensor (one row per CTA)")
     C, W = x.shape
-    _check_ctas(C)
+    check_cluster_size(C, low=2, name="the number of rows (one per CTA)")
     if W < 32 or W & (W - 1) or W > 4096:
         raise ValueError(f"the row width must be a power of two from 32 to 4096, got {W}")
     require(CLUSTERS, "cluster_exchange")
@@ -433,7 +423,7 @@ def cluster_exchange(x):
 def ping_pong(num_ctas: int, rounds: int, one_phase: bool = False):
     """Run ``rounds`` gather/release rounds on one cluster; return the per-CTA error counts."""
     import torch
-    _check_ctas(num_ctas)
+    check_cluster_size(num_ctas, low=2)
     if not isinstance(rounds, int) or rounds < 1:
         raise ValueError(f"rounds must be a positive integer, got {rounds!r}")
     require(CLUSTERS, "ping_pong")
@@ -469,41 +459,37 @@ def _pair_layouts():
 
 # ------------------------------------------------------------------------------------------ lens
 
-def _spec(name, fn, constexprs, num_ctas, num_warps, runtime, expect):
+def proof_spec(name, fn, constexprs, num_ctas, num_warps, runtime, expect):
+    """The lens spec of one of this chapter's kernels: runtime arguments, then the constexprs."""
     sig = {**runtime, **{k: "constexpr" for k in constexprs}}
     return lens.KernelSpec(name=name, fn=fn, signature=sig, constexprs=constexprs,
-                           options={"num_warps": num_warps, "num_ctas": num_ctas}, expect=expect,
-                           params=(("num_ctas", num_ctas),))
+                           options={"num_warps": num_warps, "num_ctas": num_ctas}, expect=expect)
 
 
 _REMOTE = ("mbarrier.arrive.shared::cluster", "fence.mbarrier_init.release.cluster",
            "barrier.cluster.arrive.relaxed", "barrier.cluster.wait", ".reqnctapercluster")
 
 
-@lens.register("cluster_exchange", examples=[{"num_ctas": c} for c in (2, 4, 8, 16)])
 def exchange_spec(num_ctas: int = 4, W: int = 128):
-    return _spec("cluster_exchange", exchange_kernel, {"W": W, **_layouts(num_ctas, W)}, num_ctas, 4,
+    return proof_spec("cluster_exchange", exchange_kernel, {"W": W, **_layouts(num_ctas, W)}, num_ctas, 4,
                  {"x_ptr": "*i32", "out_ptr": "*i32"}, _REMOTE + ("mapa", "ld.shared::cluster"))
 
 
-@lens.register("ping_pong", examples=[{"num_ctas": c} for c in (2, 16)])
 def ping_pong_spec(num_ctas: int = 4):
-    return _spec("ping_pong", ping_pong_kernel, {"ONE_PHASE": False, **_layouts(num_ctas)}, num_ctas, 1,
+    return proof_spec("ping_pong", ping_pong_kernel, {"ONE_PHASE": False, **_layouts(num_ctas)}, num_ctas, 1,
                  {"out_ptr": "*i32", "ROUNDS": "i32"}, _REMOTE + ("ld.shared::cluster", "mbarrier.try_wait.parity"))
 
 
-@lens.register("pair_sum", examples=[{}])
 def pair_sum_spec():
-    return _spec("pair_sum", pair_sum_kernel, _pair_layouts(), 8, 1, {"x_ptr": "*i32", "out_ptr": "*i32"}, _REMOTE)
+    return proof_spec("pair_sum", pair_sum_kernel, _pair_layouts(), 8, 1, {"x_ptr": "*i32", "out_ptr": "*i32"}, _REMOTE)
 
 
-@lens.register("barrier_cost", examples=[{"num_ctas": c, "mode": m} for c in (2, 16) for m in (0, 1, 2, 3)])
 def barrier_cost_spec(num_ctas: int = 4, mode: int = 1):
     expect = {0: ("mbarrier.arrive.shared::cta", "mbarrier.try_wait.parity.shared::cta"),
               1: ("mbarrier.arrive.shared::cluster", "mbarrier.try_wait.parity"),
               2: ("barrier.cluster.arrive.aligned", "barrier.cluster.wait.aligned"),
               3: ("mbarrier.arrive.shared::cluster", "fence.acq_rel.cluster")}[mode]
-    return _spec("barrier_cost", barrier_cost_kernel, {"MODE": mode, "group_all": _layouts(num_ctas)["group_all"]},
+    return proof_spec("barrier_cost", barrier_cost_kernel, {"MODE": mode, "group_all": _layouts(num_ctas)["group_all"]},
                  num_ctas, 1, {"out_ptr": "*i32", "ROUNDS": "i32"}, expect)
 
 
@@ -595,7 +581,7 @@ def warp_specialize_spec(kind: str, num_ctas: int = 2) -> lens.KernelSpec:
 
 def _slot4(num_ctas):
     # CTA i holds element i, for the 4 warps of the default partition
-    return gl.BlockedLayout([1], [32], [4], [0], cga_layout=[[1 << i] for i in range(_bits(num_ctas))])
+    return gl.BlockedLayout([1], [32], [4], [0], cga_layout=[[1 << i] for i in range(log2(num_ctas))])
 
 
 def draw_groups(model: BarrierLayoutModel, ax=None, title: str | None = None):
@@ -627,7 +613,7 @@ def cluster_barrier_in_partition(num_ctas: int = 2):
     barrier inside a partition to a cross-CTA mbarrier hand-shake). Returns ``out`` (not synchronised:
     wrap the call in ``notebook.run_live`` or synchronise before reading)."""
     import torch
-    _check_ctas(num_ctas)
+    check_cluster_size(num_ctas, low=2)
     require(CLUSTERS, "cluster_barrier_in_partition")
     out = torch.zeros(num_ctas, device="cuda", dtype=torch.int32)
     cluster_barrier_in_partition_kernel[(1,)](out, slot=_slot4(num_ctas), num_warps=4, num_ctas=num_ctas)

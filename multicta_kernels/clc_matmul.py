@@ -15,45 +15,24 @@ Every barrier is allocated and initialised before ``warp_specialize`` (chapter 2
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import multicta_kernels  # noqa: F401
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia import hopper
 from triton.experimental.gluon.language.nvidia.blackwell import (TensorMemoryLayout, allocate_tensor_memory, clc,
                                                                  tcgen05_mma, tcgen05_mma_barrier_count,
                                                                  tensor_memory_descriptor)
-from triton.experimental.gluon.language.nvidia import hopper
 from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier, tma
 
 from . import lens
-from .hardware import TCGEN05, check_on_gpu, require
-from .multicast import _desc, _layout, check_m_split, operand_cga_layouts, prepare_matmul
+from .cluster import check_m_split, descriptor_type, nvmma_layout, operand_cga_layouts, prepare_matmul, stage_of
+from .hardware import SMEM_PER_CTA, TCGEN05, TMEM_COLUMNS, log2
+from .tile_order import snake_tile
 
 CLC_SLOTS = gl.constexpr(2)          # CLC answers in flight
 CLC_READERS = gl.constexpr(4)        # scheduler, loader, MMA and epilogue each read every answer
-
-
-@gluon.jit
-def planar_snake(lin, m_tiles, n_tiles, MINOR_DIM: gl.constexpr, TILE_WIDTH: gl.constexpr):
-    """tile_order.planar_snake_tile, in the kernel: bands of TILE_WIDTH along MINOR_DIM, walked
-    along the other dimension, every other band backwards."""
-    if MINOR_DIM == 0:
-        major_size = n_tiles
-        minor_size = m_tiles
-    else:
-        major_size = m_tiles
-        minor_size = n_tiles
-    band = lin // (TILE_WIDTH * major_size)
-    first = band * TILE_WIDTH
-    width = gl.minimum(minor_size - first, TILE_WIDTH)
-    within = lin - band * TILE_WIDTH * major_size
-    minor = first + within % width
-    major = within // width
-    major = gl.where(band % 2 == 1, major_size - 1 - major, major)
-    if MINOR_DIM == 0:
-        return minor, major
-    else:
-        return major, minor
 
 
 @gluon.aggregate
@@ -88,14 +67,14 @@ class Shared:
     def tile(self, lin):
         m_tiles = gl.cdiv(self.M, self.TILE_M)
         n_tiles = gl.cdiv(self.N, self.TILE_N)
-        tm, tn = planar_snake(lin, m_tiles, n_tiles, self.MINOR_DIM, self.TILE_WIDTH)
+        tm, tn = snake_tile(lin, m_tiles, n_tiles, self.MINOR_DIM, self.TILE_WIDTH)
         return tm * self.TILE_M, tn * self.TILE_N
 
     @gluon.jit
     def next_tile(self, i):
         # Read CLC answer i (the tile after this partition's i-th tile) and release its slot.
-        slot = i % CLC_SLOTS
-        mbarrier.wait(self.clc_ready.index(slot), (i // CLC_SLOTS) & 1)
+        slot, phase = stage_of(i, CLC_SLOTS)
+        mbarrier.wait(self.clc_ready.index(slot), phase)
         answer = clc.load_result(self.clc_result.index(slot))
         mbarrier.arrive(self.clc_empty.index(slot))          # local: this CTA's reader is done
         return answer.is_canceled(), answer.program_id(0)
@@ -106,8 +85,8 @@ def scheduler_partition(p):
     i = 0
     has_work = True
     while has_work:
-        slot = i % CLC_SLOTS
-        mbarrier.wait(p.clc_empty.index(slot), ((i // CLC_SLOTS) & 1) ^ 1)   # my CTA's readers freed it
+        slot, phase = stage_of(i, CLC_SLOTS)
+        mbarrier.wait(p.clc_empty.index(slot), phase ^ 1)                   # my CTA's readers freed it
         # Every CTA's readers, not only CTA 0's: the answer lands in every CTA's slot. A rendezvous
         # of the schedulers at cluster scope (3.9 lowers it to a cross-CTA mbarrier hand-shake, and
         # fences the generic reads before the async-proxy write of the next answer).
@@ -129,8 +108,8 @@ def load_partition(p):
     while has_work:
         off_m, off_n = p.tile(lin)
         for k in range(k_tiles):
-            s = it % p.STAGES
-            mbarrier.wait(p.load_empty.index(s), ((it // p.STAGES) & 1) ^ 1)   # fresh barriers pass
+            s, phase = stage_of(it, p.STAGES)
+            mbarrier.wait(p.load_empty.index(s), phase ^ 1)                     # fresh barriers pass
             mbarrier.expect(p.load_ready.index(s), nbytes)                      # per CTA
             tma.async_load(p.a_desc, [off_m, k * p.BK], p.load_ready.index(s), p.a_bufs.index(s), multicast=True)
             tma.async_load(p.b_desc, [k * p.BK, off_n], p.load_ready.index(s), p.b_bufs.index(s), multicast=True)
@@ -147,12 +126,12 @@ def mma_partition(p):
     i = 0
     has_work = True
     while has_work:
-        a = t % p.ACC_STAGES
-        mbarrier.wait(p.acc_empty.index(a), ((t // p.ACC_STAGES) & 1) ^ 1)    # both epilogues drained it
+        a, acc_phase = stage_of(t, p.ACC_STAGES)
+        mbarrier.wait(p.acc_empty.index(a), acc_phase ^ 1)                    # both epilogues drained it
         acc = p.acc_bufs.index(a)
         for k in range(k_tiles):
-            s = it % p.STAGES
-            mbarrier.wait(p.load_ready.index(s), (it // p.STAGES) & 1)
+            s, phase = stage_of(it, p.STAGES)
+            mbarrier.wait(p.load_ready.index(s), phase)
             tcgen05_mma(p.a_bufs.index(s), p.b_bufs.index(s), acc, use_acc=k > 0, multicast=True,
                         mbarriers=[p.load_empty.index(s), p.acc_ready.index(a)],
                         mbarrier_preds=[True, k == k_tiles - 1])
@@ -174,8 +153,8 @@ def epilogue_partition(p):
     lin = gl.program_id(0)
     while has_work:
         off_m, off_n = p.tile(lin)
-        a = t % p.ACC_STAGES
-        mbarrier.wait(p.acc_ready.index(a), (t // p.ACC_STAGES) & 1)
+        a, acc_phase = stage_of(t, p.ACC_STAGES)
+        mbarrier.wait(p.acc_ready.index(a), acc_phase)
         acc = p.acc_bufs.index(a)
         for j in gl.static_range(SUBTILES):
             part = acc.slice(j * p.EPI_N, p.EPI_N).load()
@@ -236,78 +215,108 @@ CONFIG = dict(block_m=128, block_n=256, block_k=64, stages=6, acc_stages=2, epil
               tile_width=16, cga_layout=((1, 0),))
 
 
-def _plan(M, N, K, dtype, block_m, block_n, block_k, stages, acc_stages, epilogue_n, minor_dim, tile_width,
-          cga_layout):
-    """Validate a configuration and build every layout; raises ValueError naming what to change."""
-    acc = [tuple(b) for b in cga_layout]
+@dataclass(frozen=True)
+class ClcPlan:
+    """A validated configuration and everything built from it: what the launch and the lens spec use."""
+    dtype: object
+    block_m: int          # rows per CTA (the MMA's M)
+    block_n: int
+    block_k: int
+    stages: int
+    acc_stages: int
+    epilogue_n: int
+    minor_dim: int
+    tile_width: int
+    cga_layout: tuple     # the accumulator's bases: (1, 0) first (the 2-CTA pair), then more M splits
+
+    @property
+    def num_ctas(self) -> int:
+        return 1 << len(self.cga_layout)
+
+    @property
+    def tile_m(self) -> int:
+        return self.block_m * self.num_ctas
+
+    @property
+    def smem_bytes(self) -> int:
+        """The ring and the two staging buffers, per CTA (each CTA holds its share of A and B)."""
+        a_bases, b_bases = operand_cga_layouts(self.cga_layout, two_ctas=True)
+        per_cta_a = self.tile_m * self.block_k >> sum(1 for x in a_bases if any(x))
+        per_cta_b = self.block_k * self.block_n >> sum(1 for x in b_bases if any(x))
+        return 2 * (self.stages * (per_cta_a + per_cta_b) + 2 * self.block_m * self.epilogue_n) + 1024  # + barriers
+
+    @property
+    def a(self):
+        return nvmma_layout([self.tile_m, self.block_k], self.dtype, operand_cga_layouts(self.cga_layout, True)[0])
+
+    @property
+    def b(self):
+        return nvmma_layout([self.block_k, self.block_n], self.dtype, operand_cga_layouts(self.cga_layout, True)[1])
+
+    @property
+    def c(self):
+        return nvmma_layout([self.tile_m, self.epilogue_n], self.dtype, self.cga_layout)
+
+    def constexprs(self) -> dict:
+        acc = TensorMemoryLayout(block=(self.block_m, self.block_n), col_stride=1,
+                                 cga_layout=[list(b) for b in self.cga_layout], two_ctas=True)
+        answer = gl.SwizzledSharedLayout(1, 1, 1, [0], cga_layout=[[0]] * log2(self.num_ctas))  # every CTA holds it
+        return dict(STAGES=self.stages, ACC_STAGES=self.acc_stages, EPI_N=self.epilogue_n, MINOR_DIM=self.minor_dim,
+                    TILE_WIDTH=self.tile_width, acc_layout=acc, answer_layout=answer)
+
+
+def plan(M, N, K, dtype, block_m, block_n, block_k, stages, acc_stages, epilogue_n, minor_dim, tile_width,
+         cga_layout) -> ClcPlan:
+    """Validate a configuration for an (M, N, K) problem; raises ValueError naming what to change."""
+    acc = tuple(tuple(b) for b in cga_layout)
     if not acc or acc[0] != (1, 0):
         raise ValueError(f"cga_layout must start with (1, 0): the 2-CTA pair splits M; got {list(cga_layout)}")
     check_m_split(acc, "clc_matmul")
-    a_bases, b_bases = operand_cga_layouts(acc, two_ctas=True)
-    num_ctas = 1 << len(acc)
-    split_m = 1 << sum(1 for m, _ in acc if m)
-    split_n = 1 << sum(1 for _, n in acc if n)
+    operand_cga_layouts(acc, two_ctas=True)                        # validates the bases
     if block_m not in (64, 128):
         raise ValueError(f"block_m is the per-CTA MMA M: 64 or 128, got {block_m}")
-    if block_n % (8 * split_n) or block_n // split_n > 256:
-        raise ValueError(f"block_n = {block_n} must be a multiple of {8 * split_n} with at most 256 columns per CTA")
-    if acc_stages * block_n > 512:
-        raise ValueError(f"{acc_stages} accumulators of {block_n} fp32 columns exceed the 512 columns of tensor memory")
+    if block_n % 8 or block_n > 256:
+        raise ValueError(f"block_n = {block_n} must be a multiple of 8 with at most 256 columns per CTA")
+    if acc_stages * block_n > TMEM_COLUMNS:
+        raise ValueError(f"{acc_stages} accumulators of {block_n} fp32 columns exceed the {TMEM_COLUMNS} columns "
+                         "of tensor memory")
     if block_n % epilogue_n or epilogue_n % 8:
         raise ValueError(f"epilogue_n = {epilogue_n} must divide block_n = {block_n} and be a multiple of 8")
-    if block_k * 2 not in (64, 128) and block_k != 64:
+    if block_k not in (32, 64):
         raise ValueError(f"block_k must be 32 or 64 (a 64- or 128-byte swizzled row), got {block_k}")
     if minor_dim not in (0, 1) or tile_width < 1:
         raise ValueError("minor_dim must be 0 or 1 and tile_width at least 1")
-    tile_m = block_m * split_m
-    per_cta_a = tile_m * block_k >> sum(1 for x in a_bases if any(x))     # elements of A each CTA holds
-    per_cta_b = block_k * block_n >> sum(1 for x in b_bases if any(x))
-    smem = 2 * (stages * (per_cta_a + per_cta_b) + 2 * block_m * epilogue_n)   # fp16/bf16 bytes
-    if smem > 220 * 1024:
-        raise ValueError(f"{stages} stages need about {smem // 1024} KiB of shared memory per CTA (at most ~227 KiB); "
-                         "lower stages, block_k or block_n")
     if K < 1 or K % 8 or N % 8:
         raise ValueError(f"K and N must be positive multiples of 8 (16-byte aligned rows for TMA), got K={K}, N={N}")
-    g = dtype
-    return dict(num_ctas=num_ctas, tile_m=tile_m,
-                a=_layout([tile_m, block_k], g, a_bases), b=_layout([block_k, block_n], g, b_bases),
-                c=_layout([tile_m, epilogue_n], g, acc),
-                acc=TensorMemoryLayout(block=(block_m, block_n), col_stride=1, cga_layout=[list(b) for b in acc],
-                                       two_ctas=True),
-                answer_layout=gl.SwizzledSharedLayout(1, 1, 1, [0], cga_layout=[[0]] * len(acc)))
+    p = ClcPlan(dtype, block_m, block_n, block_k, stages, acc_stages, epilogue_n, minor_dim, tile_width, acc)
+    if p.smem_bytes > SMEM_PER_CTA:
+        raise ValueError(f"{stages} stages need about {p.smem_bytes // 1024} KiB of shared memory per CTA (at most "
+                         f"{SMEM_PER_CTA // 1024} KiB); lower stages, block_k or block_n")
+    return p
 
 
 def clc_matmul(a, b, out=None, **config):
     """C = A @ B (fp16 or bf16 in and out, fp32 accumulation) on Blackwell. ``config`` overrides
     CONFIG: block_m (per CTA), block_n, block_k, stages, acc_stages, epilogue_n, minor_dim,
     tile_width, cga_layout (starting with (1, 0), e.g. ((1, 0),) or ((1, 0), (2, 0)))."""
-    cfg, plan, out, descs, M, N, K = prepare_matmul(
-        a, b, out, config, CONFIG, _plan, TCGEN05, "clc_matmul")
-    tiles = math.ceil(M / plan["tile_m"]) * math.ceil(N / cfg["block_n"])
-    clc_matmul_kernel[(tiles,)](
-        *descs, M, N, K, STAGES=cfg["stages"], ACC_STAGES=cfg["acc_stages"], EPI_N=cfg["epilogue_n"],
-        MINOR_DIM=cfg["minor_dim"], TILE_WIDTH=cfg["tile_width"], acc_layout=plan["acc"], answer_layout=plan["answer_layout"],
-        num_warps=4, num_ctas=plan["num_ctas"])
-    return out
+    call = prepare_matmul(a, b, out, config, CONFIG, plan, TCGEN05, "clc_matmul")
+    p = call.plan
+    tiles = math.ceil(call.M / p.tile_m) * math.ceil(call.N / p.block_n)
+    clc_matmul_kernel[(tiles,)](call.a_desc, call.b_desc, call.c_desc, call.M, call.N, call.K, **p.constexprs(),
+                                num_warps=4, num_ctas=p.num_ctas)
+    return call.out
 
 
-@lens.register("clc_matmul", examples=[{}, {"cga_layout": ((1, 0), (2, 0))}, {"dtype": "bfloat16"}])
 def clc_matmul_spec(dtype: str = "float16", **config):
-    cfg = {**CONFIG, **config}
-    g, t = {"float16": (gl.float16, "fp16"), "bfloat16": (gl.bfloat16, "bf16")}[dtype]
-    plan = _plan(8192, 8192, 4096, g, **cfg)
-    sig = {"a_desc": _desc(t, [plan["tile_m"], cfg["block_k"]], plan["a"]),
-           "b_desc": _desc(t, [cfg["block_k"], cfg["block_n"]], plan["b"]),
-           "c_desc": _desc(t, [plan["tile_m"], cfg["epilogue_n"]], plan["c"]),
-           "M": "i32", "N": "i32", "K": "i32", "STAGES": "constexpr", "ACC_STAGES": "constexpr", "EPI_N": "constexpr",
-           "MINOR_DIM": "constexpr", "TILE_WIDTH": "constexpr", "acc_layout": "constexpr", "answer_layout": "constexpr"}
+    p = plan(8192, 8192, 4096, lens.DTYPES[dtype].gl, **{**CONFIG, **config})
+    sig = {"a_desc": descriptor_type(p.dtype, [p.tile_m, p.block_k], p.a),
+           "b_desc": descriptor_type(p.dtype, [p.block_k, p.block_n], p.b),
+           "c_desc": descriptor_type(p.dtype, [p.tile_m, p.epilogue_n], p.c),
+           "M": "i32", "N": "i32", "K": "i32", **{k: "constexpr" for k in p.constexprs()}}
     expect = ("clusterlaunchcontrol.try_cancel", "multicast::cluster::all", "tcgen05.mma.cta_group::2",
               "cp.async.bulk.tensor", ".reqnctapercluster")
-    return lens.KernelSpec("clc_matmul", clc_matmul_kernel, sig,
-                           {"STAGES": cfg["stages"], "ACC_STAGES": cfg["acc_stages"], "EPI_N": cfg["epilogue_n"],
-                            "MINOR_DIM": cfg["minor_dim"], "TILE_WIDTH": cfg["tile_width"], "acc_layout": plan["acc"],
-                            "answer_layout": plan["answer_layout"]},
-                           {"num_warps": 4, "num_ctas": plan["num_ctas"]}, targets=("sm_100a",), expect=expect)
+    return lens.KernelSpec("clc_matmul", clc_matmul_kernel, sig, p.constexprs(),
+                           {"num_warps": 4, "num_ctas": p.num_ctas}, targets=("sm_100a",), expect=expect)
 
 
 # ------------------------------------------------------------------------ the anatomy, as data

@@ -546,7 +546,8 @@ def _record(outcomes, dev, sanitized, bench):
     folder = RESULTS / gpu_folder(dev.name)
     result = {"benchmark": "doctor", **env, "command": "python -m multicta_kernels.doctor --record",
               "method": {"what": "every live kernel on small fresh inputs, checked element-wise against torch, "
-                                 "each in a child process with a time limit", "sanitizer": sanitized},
+                                 "each in a child process with a time limit", "sanitizer": sanitized,
+                         "timer": "wall clock per check in the parent, compile included (a check, not a benchmark)"},
               "ceilings": {}, "columns": ["check", "chapter", "feature", "status", "seconds", "detail"],
               "rows": [[o.check.name, o.check.chapter, o.check.feature.name, o.status, round(o.seconds, 1), o.detail]
                        for o in outcomes]}

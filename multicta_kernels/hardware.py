@@ -79,6 +79,33 @@ class Device:
         return self.name if self.capability is None else f"{self.name} ({self.arch})"
 
 
+# ------------------------------------------------------------------------ the numbers the kernels obey
+# Each limit once, with where it comes from.
+
+MAX_CLUSTER_CTAS = 16      # CUDA Programming Guide, "Thread Block Clusters": 8 portable, 16 with the
+                           # non-portable attribute (H100, H200, B200); Triton sets it for num_ctas > 8
+SMEM_PER_CTA = 227 * 1024  # CUDA Programming Guide, compute capabilities table: shared memory per block
+                           # (opt-in) on sm_90 and sm_100; the H200 reports 232448 bytes (results/h200/device.json)
+TMEM_COLUMNS = 512         # PTX ISA, tcgen05 "Tensor Memory": 128 lanes x 512 columns of 32 bits per CTA
+LANES = 32                 # threads per warp on every NVIDIA GPU
+TMA_BOX_MAX = 256          # CUDA driver API, cuTensorMapEncodeTiled: at most 256 elements per box dimension
+TMA_ALIGN = 16             # ... and global strides (rows) that are multiples of 16 bytes
+
+
+def log2(n: int) -> int:
+    """log2 of a power of two: the number of CGA bases of a cluster of ``n`` CTAs."""
+    return n.bit_length() - 1
+
+
+def check_cluster_size(num_ctas, low: int = 1, name: str = "num_ctas") -> int:
+    """A cluster is a power of two from ``low`` to :data:`MAX_CLUSTER_CTAS` CTAs."""
+    if isinstance(num_ctas, bool) or not isinstance(num_ctas, int) or num_ctas < low or \
+            num_ctas > MAX_CLUSTER_CTAS or num_ctas & (num_ctas - 1):
+        raise ValueError(f"{name} must be a power of two from {low} to {MAX_CLUSTER_CTAS} (the largest cluster "
+                         f"Hopper and Blackwell launch), got {num_ctas!r}")
+    return num_ctas
+
+
 _PRETEND: list[Device] = []
 
 

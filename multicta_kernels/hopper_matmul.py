@@ -19,6 +19,7 @@ Two kernels, so the chapter's ablation can add one idea at a time:
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import multicta_kernels  # noqa: F401
 from triton.experimental import gluon
@@ -27,9 +28,10 @@ from triton.experimental.gluon.language.nvidia import hopper
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma
 
 from . import lens
-from .clc_matmul import planar_snake
-from .hardware import WGMMA, require
-from .multicast import _desc, _layout, _release, _ring_barriers, prepare_matmul
+from .cluster import (RELEASE_GATHER, RELEASE_NONE, descriptor_type, group_barrier_layout, nvmma_layout,
+                      operand_cga_layouts, prepare_matmul, release, ring_barriers, stacked_along_m, stage_of)
+from .hardware import SMEM_PER_CTA, WGMMA, require
+from .tile_order import snake_tile
 
 
 @gluon.aggregate
@@ -41,7 +43,7 @@ class Ring:
     a_bufs: gl.shared_memory_descriptor
     b_bufs: gl.shared_memory_descriptor
     ready: gl.shared_memory_descriptor      # per CTA: the stage's A rows and B tile have landed
-    freed: gl.shared_memory_descriptor      # one barrier in CTA 0: every CTA released the stage
+    empty: gl.shared_memory_descriptor      # one barrier in CTA 0: every CTA released the stage
     go: gl.shared_memory_descriptor         # per CTA: CTA 0 says the stage may be reloaded
     M: gl.tensor
     N: gl.tensor
@@ -63,7 +65,7 @@ class Ring:
     @gluon.jit
     def tile(self, lin):
         m_tiles, n_tiles = self.tiles()
-        return planar_snake(lin, m_tiles, n_tiles, self.MINOR_DIM, self.TILE_WIDTH)
+        return snake_tile(lin, m_tiles, n_tiles, self.MINOR_DIM, self.TILE_WIDTH)
 
     @gluon.jit
     def load(self, s, lin, k):
@@ -83,10 +85,10 @@ def _ring(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr, RELEASE: gl.con
     """Allocate the ring's buffers and initialise its barriers (RELEASE: chapter 3's modes)."""
     a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_shape, a_desc.layout)
     b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_shape, b_desc.layout)
-    ready, freed, go = _ring_barriers(STAGES, RELEASE, group_all)
+    ready, empty, go = ring_barriers(STAGES, RELEASE, group_all)
     # A launch turns a size equal to 1 into a constant (M = 1 is a decode-shaped GEMM); the ring's
     # fields are tensors, so make it one again.
-    return Ring(a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, freed, go, gl.to_tensor(M), gl.to_tensor(N),
+    return Ring(a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, empty, go, gl.to_tensor(M), gl.to_tensor(N),
                 gl.to_tensor(K), STAGES, MINOR_DIM, TILE_WIDTH)
 
 
@@ -121,7 +123,7 @@ def store_tile(c_desc, c_smem, acc, off_m, off_n, SPLIT: gl.constexpr, FIRST: gl
 @gluon.jit
 def _staging(c_desc, SPLIT: gl.constexpr, CONSUMERS: gl.constexpr):
     # Per consumer: two buffers of one slice each, or one whole tile when SPLIT == 1. Allocated at the
-    # top of the kernel, like the barriers, so no partition allocates shared memory of its own.
+    # top of the kernel, like the barriers, and handed to the consumers.
     PER: gl.constexpr = 2 if SPLIT > 1 else 1
     return gl.allocate_shared_memory(c_desc.dtype, [CONSUMERS * PER] + c_desc.block_shape, c_desc.layout)
 
@@ -146,15 +148,16 @@ def pipelined_matmul_kernel(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexp
             r.load(p, first + (p // k_steps) * stride, p % k_steps)
     acc = gl.zeros([TM, TN], gl.float32, acc_layout)
     for t in range(total):
-        s = t % STAGES
+        s, phase = stage_of(t, STAGES)
         kk = t % k_steps
-        mbarrier.wait(r.ready.index(s), (t // STAGES) & 1)
+        mbarrier.wait(r.ready.index(s), phase)
         acc = hopper.warpgroup_mma(r.a_bufs.index(s), r.b_bufs.index(s), acc, use_acc=kk > 0, is_async=True)
         acc = hopper.warpgroup_mma_wait(1, deps=[acc])     # step t-1's MMA is done: its stage is free here
         j = t + STAGES - 1                                 # ... and step j reuses that stage
         if j < total:
             if t > 0:                                      # every CTA must be done with it (multicast)
-                _release((t - 1) % STAGES, r.freed, r.go, ((t - 1) // STAGES) & 1, RELEASE)
+                prev, prev_phase = stage_of(t - 1, STAGES)
+                release(prev, r.empty, r.go, prev_phase, RELEASE)
             r.load(j % STAGES, first + (j // k_steps) * stride, j % k_steps)
         if kk == k_steps - 1:
             acc = hopper.warpgroup_mma_wait(0, deps=[acc])
@@ -172,10 +175,10 @@ def producer_partition(r):
     it = 0
     for lin in range(gl.program_id(0), m_tiles * n_tiles, gl.num_programs(0)):
         for k in range(k_steps):
-            s = it % r.STAGES
+            s, phase = stage_of(it, r.STAGES)
             if it >= r.STAGES:                                   # the stage was used before: wait for
-                ph = ((it // r.STAGES) & 1) ^ 1                  # every CTA of the cluster to free it
-                mbarrier.wait(r.freed.index(s), ph)              # (CTA 0 only: the group's leader)
+                ph = phase ^ 1                                   # every CTA of the cluster to free it
+                mbarrier.wait(r.empty.index(s), ph)              # (CTA 0 only: the group's leader)
                 mbarrier.arrive(r.go.index(s), from_cta=0)       # CTA 0 tells every CTA
                 mbarrier.wait(r.go.index(s), ph)
             r.load(s, lin, k)
@@ -206,18 +209,18 @@ def consumer_partition(r, c_smem, turn, acc_layout: gl.constexpr, WHICH: gl.cons
                 mbarrier.wait(turn.index(0), (j - 1) & 1)
         it = (lin - first) // stride * k_steps                  # the ring position of this tile's first step
         for k in range(k_steps):
-            s = it % r.STAGES
-            mbarrier.wait(r.ready.index(s), (it // r.STAGES) & 1)
+            s, phase = stage_of(it, r.STAGES)
+            mbarrier.wait(r.ready.index(s), phase)
             acc = hopper.warpgroup_mma(r.a_bufs.index(s), r.b_bufs.index(s), acc, use_acc=k > 0, is_async=True)
             acc = hopper.warpgroup_mma_wait(1, deps=[acc])       # the previous step's MMA is done ...
             if k > 0:
-                mbarrier.arrive(r.freed.index((it - 1) % r.STAGES))   # ... so its stage goes back (to CTA 0)
+                mbarrier.arrive(r.empty.index((it - 1) % r.STAGES))   # ... so its stage goes back (to CTA 0)
             it += 1
         if CONSUMERS == 2:
             mbarrier.arrive(turn.index(1 - WHICH))              # the other consumer's turn
         j += 1
         acc = hopper.warpgroup_mma_wait(0, deps=[acc])
-        mbarrier.arrive(r.freed.index((it - 1) % r.STAGES))
+        mbarrier.arrive(r.empty.index((it - 1) % r.STAGES))
         tm, tn = r.tile(lin)
         store_tile(r.c_desc, c_smem, acc, tm * TM, tn * TN, SPLIT, WHICH * (2 if SPLIT > 1 else 1))
     tma.store_wait(0)
@@ -247,11 +250,75 @@ def hopper_matmul_kernel(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr, 
 # cluster. num_ctas=2 or 4 multicasts B; it cuts L2 traffic but was not faster there.
 CONFIG = dict(block_m=128, block_n=256, block_k=64, stages=3, num_ctas=1, minor_dim=0, tile_width=8,
               epilogue_n=None, consumers=1, warp_specialize=True, persistent=True)
-SMEM_LIMIT = 227 * 1024     # bytes of shared memory one CTA may use on sm_90
 
 
-def _plan(M, N, K, dtype, block_m, block_n, block_k, stages, num_ctas, minor_dim, tile_width, epilogue_n,
-          consumers, warp_specialize, persistent):
+@dataclass(frozen=True)
+class HopperPlan:
+    """A validated configuration and everything built from it: what the launch and the lens spec use."""
+    dtype: object
+    block_m: int
+    block_n: int
+    block_k: int
+    stages: int
+    num_ctas: int
+    minor_dim: int
+    tile_width: int
+    epilogue_n: int
+    consumers: int
+    warp_specialize: bool
+    persistent: bool
+
+    @property
+    def tile_m(self) -> int:
+        return self.block_m * self.num_ctas
+
+    @property
+    def split(self) -> int:                 # the epilogue's column slices per tile
+        return self.block_n // self.epilogue_n
+
+    @property
+    def num_warps(self) -> int:             # a ping-pong consumer is one warpgroup
+        return 4 if self.consumers == 2 else self.block_m // 16
+
+    @property
+    def smem_bytes(self) -> int:
+        staging = self.consumers * (1 if self.split == 1 else 2) * self.block_m * self.epilogue_n
+        return 2 * (self.stages * (self.block_m * self.block_k + self.block_k * self.block_n) + staging) + 1024
+
+    def _bases(self):
+        acc = stacked_along_m(self.num_ctas)                      # CTAs stacked along M ...
+        return (acc, *operand_cga_layouts(acc))                   # ... each its own A rows, B shared
+
+    @property
+    def a(self):
+        return nvmma_layout([self.tile_m, self.block_k], self.dtype, self._bases()[1])
+
+    @property
+    def b(self):
+        return nvmma_layout([self.block_k, self.block_n], self.dtype, self._bases()[2])
+
+    @property
+    def c(self):
+        return nvmma_layout([self.tile_m, self.epilogue_n], self.dtype, self._bases()[0])
+
+    @property
+    def kernel(self):
+        return hopper_matmul_kernel if self.warp_specialize else pipelined_matmul_kernel
+
+    def constexprs(self) -> dict:
+        acc = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[self.num_warps, 1],
+                                        instr_shape=[16, self.block_n, 16],
+                                        cga_layout=[list(b) for b in self._bases()[0]])
+        meta = dict(STAGES=self.stages, MINOR_DIM=self.minor_dim, TILE_WIDTH=self.tile_width, SPLIT=self.split,
+                    acc_layout=acc, group_all=group_barrier_layout(self.num_ctas))
+        if self.warp_specialize:
+            return dict(meta, CONSUMERS=self.consumers)
+        return dict(meta, RELEASE=RELEASE_GATHER if self.num_ctas > 1 else RELEASE_NONE)
+
+
+def plan(M, N, K, dtype, block_m, block_n, block_k, stages, num_ctas, minor_dim, tile_width, epilogue_n,
+         consumers, warp_specialize, persistent) -> HopperPlan:
+    """Validate a configuration for an (M, N, K) problem; raises ValueError naming what to change."""
     if not isinstance(num_ctas, int) or num_ctas not in (1, 2, 4):
         raise ValueError(f"num_ctas must be 1, 2 or 4 (CTAs stacked along M sharing B), got {num_ctas!r}")
     if block_m not in (64, 128):
@@ -264,37 +331,19 @@ def _plan(M, N, K, dtype, block_m, block_n, block_k, stages, num_ctas, minor_dim
         raise ValueError("consumers must be 1, or 2 (ping-pong: one warpgroup per tile, so block_m * block_n at "
                          "most 128 * 128 registers' worth, and warp_specialize=True)")
     epilogue_n = epilogue_n or block_n
-    split = block_n // epilogue_n if block_n % epilogue_n == 0 else 0
-    if split not in (1, 2, 4, 8) or epilogue_n % 8:
+    if block_n % epilogue_n or block_n // epilogue_n not in (1, 2, 4, 8) or epilogue_n % 8:
         raise ValueError(f"epilogue_n = {epilogue_n} must be block_n / 1, 2, 4 or 8 (got block_n = {block_n})")
-    staging = consumers * (1 if split == 1 else 2) * block_m * epilogue_n
-    smem = 2 * (stages * (block_m * block_k + block_k * block_n) + staging) + 1024
-    if stages < 2 or smem > SMEM_LIMIT:
-        raise ValueError(f"{stages} stages need {smem // 1024} KiB of shared memory per CTA (at most "
-                         f"{SMEM_LIMIT // 1024} KiB, at least 2 stages): use fewer stages, a smaller "
-                         "epilogue_n or a smaller block_n")
     if K < 1 or K % 8 or N % 8:
         raise ValueError(f"K and N must be positive multiples of 8 (16-byte aligned rows for TMA), got K={K}, N={N}")
     if minor_dim not in (0, 1) or tile_width < 1:
         raise ValueError("minor_dim must be 0 or 1 and tile_width at least 1")
-    n = num_ctas.bit_length() - 1
-    rows, bcast = [[1 << i, 0] for i in range(n)], [[0, 0]] * n
-    tm = block_m * num_ctas
-    warps = 4 if consumers == 2 else block_m // 16        # a ping-pong consumer is one warpgroup
-    return dict(tile_m=tm, a=_layout([tm, block_k], dtype, rows), b=_layout([block_k, block_n], dtype, bcast),
-                c=_layout([tm, epilogue_n], dtype, rows), split=split, smem=smem, epilogue_n=epilogue_n,
-                acc=gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[warps, 1],
-                                              instr_shape=[16, block_n, 16], cga_layout=rows),
-                group_all=mbarrier.MBarrierLayout([[0]] * n), num_warps=warps,
-                release=1 if num_ctas > 1 else 2)
-
-
-def _kernel_and_meta(cfg, plan):
-    meta = dict(STAGES=cfg["stages"], MINOR_DIM=cfg["minor_dim"], TILE_WIDTH=cfg["tile_width"], SPLIT=plan["split"],
-                acc_layout=plan["acc"], group_all=plan["group_all"])
-    if cfg["warp_specialize"]:
-        return hopper_matmul_kernel, dict(meta, CONSUMERS=cfg["consumers"])
-    return pipelined_matmul_kernel, dict(meta, RELEASE=plan["release"])
+    p = HopperPlan(dtype, block_m, block_n, block_k, stages, num_ctas, minor_dim, tile_width, epilogue_n, consumers,
+                   warp_specialize, persistent)
+    if stages < 2 or p.smem_bytes > SMEM_PER_CTA:
+        raise ValueError(f"{stages} stages need {p.smem_bytes // 1024} KiB of shared memory per CTA (at most "
+                         f"{SMEM_PER_CTA // 1024} KiB, at least 2 stages): use fewer stages, a smaller "
+                         "epilogue_n or a smaller block_n")
+    return p
 
 
 def max_clusters(compiled, num_ctas: int) -> int:
@@ -303,9 +352,15 @@ def max_clusters(compiled, num_ctas: int) -> int:
     SMs / num_ctas (on the H200, 30 clusters of 4, not 33): a persistent grid larger than this runs its
     last clusters as a second wave."""
     import triton
-    compiled._init_handles()                    # load it, so that it has a CUfunction
     return triton.runtime.driver.active.utils.cuOccupancyMaxActiveClusters(
-        compiled.function, compiled.metadata.shared, num_ctas)
+        _loaded(compiled).function, compiled.metadata.shared, num_ctas)
+
+
+def _loaded(compiled):
+    """A compiled kernel gets its CUfunction when first launched; the occupancy calculator needs it before.
+    Triton 3.9 has no public call for that, so this is the one place that uses the private one."""
+    compiled._init_handles()
+    return compiled
 
 
 def prepare(a, b, out=None, *, programs: int | None = None, **config):
@@ -315,16 +370,17 @@ def prepare(a, b, out=None, *, programs: int | None = None, **config):
     ``hopper_matmul``."""
     if programs is not None and (not isinstance(programs, int) or isinstance(programs, bool) or programs < 1):
         raise ValueError(f"programs must be a positive int, got {programs!r}")
-    cfg, plan, out, descs, M, N, K = prepare_matmul(a, b, out, config, CONFIG, _plan, WGMMA, "hopper_matmul")
-
-    tiles = math.ceil(M / plan["tile_m"]) * math.ceil(N / cfg["block_n"])
-    kernel, meta = _kernel_and_meta(cfg, plan)
-    args = dict(zip(("a_desc", "b_desc", "c_desc", "M", "N", "K"), (*descs, M, N, K)), **meta)
-    args = [args[name] for name in kernel.arg_names]
-    compiled = kernel.warmup(*args, grid=(1,), num_warps=plan["num_warps"], num_ctas=cfg["num_ctas"])
+    call = prepare_matmul(a, b, out, config, CONFIG, plan, WGMMA, "hopper_matmul")
+    p = call.plan
+    tiles = math.ceil(call.M / p.tile_m) * math.ceil(call.N / p.block_n)
+    args = dict(a_desc=call.a_desc, b_desc=call.b_desc, c_desc=call.c_desc, M=call.M, N=call.N, K=call.K,
+                **p.constexprs())
+    args = [args[name] for name in p.kernel.arg_names]
+    compiled = p.kernel.warmup(*args, grid=(1,), num_warps=p.num_warps, num_ctas=p.num_ctas)
     if programs is None:
-        programs = max_clusters(compiled, cfg["num_ctas"]) if cfg["persistent"] else tiles
+        programs = max_clusters(compiled, p.num_ctas) if p.persistent else tiles
     run = compiled[(min(tiles, programs), 1, 1)]
+    out = call.out
 
     def launch():
         run(*args)
@@ -378,28 +434,16 @@ ABLATION = {
 }
 
 
-@lens.register("hopper_matmul", examples=[{}, {"num_ctas": 4}, {"num_ctas": 2}, {"dtype": "bfloat16"},
-                                          {"warp_specialize": False}, {"consumers": 2, "block_m": 64},
-                                          {"epilogue_n": 64, "stages": 4}])
 def hopper_matmul_spec(dtype: str = "float16", **config):
-    cfg = {**CONFIG, **config}
-    g, t = {"float16": (gl.float16, "fp16"), "bfloat16": (gl.bfloat16, "bf16")}[dtype]
-    plan = _plan(8192, 8192, 4096, g, **cfg)
-    ws = cfg["warp_specialize"]
-    sig = {"a_desc": _desc(t, [plan["tile_m"], cfg["block_k"]], plan["a"]),
-           "b_desc": _desc(t, [cfg["block_k"], cfg["block_n"]], plan["b"]),
-           "c_desc": _desc(t, [plan["tile_m"], plan["epilogue_n"]], plan["c"]),
-           "M": "i32", "N": "i32", "K": "i32", "STAGES": "constexpr", "MINOR_DIM": "constexpr",
-           "TILE_WIDTH": "constexpr", "SPLIT": "constexpr", ("CONSUMERS" if ws else "RELEASE"): "constexpr",
-           "acc_layout": "constexpr", "group_all": "constexpr"}
-    constants = {"STAGES": cfg["stages"], "MINOR_DIM": cfg["minor_dim"], "TILE_WIDTH": cfg["tile_width"],
-                 "SPLIT": plan["split"], "acc_layout": plan["acc"], "group_all": plan["group_all"]}
-    constants.update({"CONSUMERS": cfg["consumers"]} if ws else {"RELEASE": plan["release"]})
+    p = plan(8192, 8192, 4096, lens.DTYPES[dtype].gl, **{**CONFIG, **config})
+    sig = {"a_desc": descriptor_type(p.dtype, [p.tile_m, p.block_k], p.a),
+           "b_desc": descriptor_type(p.dtype, [p.block_k, p.block_n], p.b),
+           "c_desc": descriptor_type(p.dtype, [p.tile_m, p.epilogue_n], p.c),
+           "M": "i32", "N": "i32", "K": "i32", **{k: "constexpr" for k in p.constexprs()}}
     expect = ("wgmma.mma_async", "cp.async.bulk.tensor") + (
-        (".multicast::cluster", ".reqnctapercluster", "mbarrier.arrive.shared::cluster") if cfg["num_ctas"] > 1 else ())
-    return lens.KernelSpec("hopper_matmul", hopper_matmul_kernel if ws else pipelined_matmul_kernel, sig, constants,
-                           {"num_warps": plan["num_warps"], "num_ctas": cfg["num_ctas"]}, targets=("sm_90a",),
-                           expect=expect)
+        (".multicast::cluster", ".reqnctapercluster", "mbarrier.arrive.shared::cluster") if p.num_ctas > 1 else ())
+    return lens.KernelSpec("hopper_matmul", p.kernel, sig, p.constexprs(),
+                           {"num_warps": p.num_warps, "num_ctas": p.num_ctas}, targets=("sm_90a",), expect=expect)
 
 
 # ------------------------------------------------------------------------------------ the ceiling
@@ -432,7 +476,7 @@ def mma_peak_tflops(iters: int = 20000, block_m: int = 128, block_n: int = 256) 
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     out = torch.empty(sms, device="cuda", dtype=torch.float32)
     warps = block_m // 16
-    args = dict(a_layout=_layout([block_m, 64], gl.float16, []), b_layout=_layout([64, block_n], gl.float16, []),
+    args = dict(a_layout=nvmma_layout([block_m, 64], gl.float16, []), b_layout=nvmma_layout([64, block_n], gl.float16, []),
                 acc_layout=gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[warps, 1],
                                                      instr_shape=[16, block_n, 16]),
                 fill_layout=gl.BlockedLayout([1, 8], [4, 8], [warps, 1], [1, 0]), num_warps=warps)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 import multicta_kernels  # noqa: F401
+from .hardware import LANES, check_cluster_size, log2
 
 # Okabe-Ito, the colour-blind-safe qualitative palette, extended with lighter tints for 16 CTAs.
 PALETTE = ["#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7", "#999999",
@@ -42,7 +43,6 @@ class Ownership:
 
 
 _OWNER = re.compile(r"(?:B(\d+):)?T(\d+):(\d+)")      # single-CTA layouts print no B<cta>:
-LANES = 32   # threads per warp on every NVIDIA GPU: thread t is lane t % 32 of warp t // 32
 
 
 def parse_tensor_view(text: str, shape) -> Ownership:
@@ -176,7 +176,7 @@ def check_layout_for(layout, num_ctas: int) -> None:
         rank = len(bases[0]) if bases else (layout_rank(layout) or 1)
         check_cga_layout(bases, num_ctas, rank)
     elif hasattr(layout, "block_bases"):
-        need = num_ctas.bit_length() - 1
+        need = log2(num_ctas)
         if len(layout.block_bases) != need:
             raise ValueError(f"a layout for {num_ctas} CTAs has exactly {need} block bases, got {layout.block_bases}")
         rank = layout_rank(layout)
@@ -193,10 +193,9 @@ def check_cga_layout(bases, num_ctas: int, rank: int) -> list:
     only in that bit hold the same data) or a power of two along one dimension, and along each
     dimension the non-zero bases are 1, 2, 4, ... in order, so every CTA owns one contiguous block.
     """
-    if not isinstance(num_ctas, int) or num_ctas < 1 or num_ctas & (num_ctas - 1) or num_ctas > 16:
-        raise ValueError(f"num_ctas must be a power of two from 1 to 16, got {num_ctas!r}")
+    check_cluster_size(num_ctas)
     bases = [list(b) for b in bases]
-    need = num_ctas.bit_length() - 1
+    need = log2(num_ctas)
     if len(bases) != need:
         raise ValueError(f"a cga_layout for {num_ctas} CTAs has exactly {need} bases (log2 of the CTA count), "
                          f"got {len(bases)}: {bases}")

@@ -13,18 +13,41 @@ the lens captures fd 2 around the compile and raises :class:`LensCompileError` w
 from __future__ import annotations
 
 import collections
-import functools
 import os
 import re
 import tempfile
 from dataclasses import dataclass, field
-from typing import Callable
 
 import multicta_kernels  # noqa: F401  (sets TRITON_DEFAULT_FP_FUSION before triton loads)
 
+from .hardware import check_cluster_size
 from .isolation import TritonAborted, isolated
 
 TARGETS = {"sm_90a": 90, "sm_100a": 100}
+
+
+@dataclass(frozen=True)
+class Dtype:
+    gl: object          # the Gluon dtype
+    short: str          # its name in a kernel signature
+    bytes: int
+
+
+def _dtypes():
+    from triton.experimental.gluon import language as gl
+    return {"float32": Dtype(gl.float32, "fp32", 4), "float16": Dtype(gl.float16, "fp16", 2),
+            "bfloat16": Dtype(gl.bfloat16, "bf16", 2)}
+
+
+DTYPES = _dtypes()      # the dtypes the book's kernels take, by torch's name
+
+
+def dtype_name(dtype) -> str:
+    """"float16" for ``torch.float16``, ``gl.float16``, "float16" or "fp16"."""
+    for name, d in DTYPES.items():
+        if dtype in (name, d.short) or dtype is d.gl or str(dtype) in (f"torch.{name}", name):
+            return name
+    return str(dtype).replace("torch.", "")
 
 
 class LensCompileError(RuntimeError):
@@ -53,39 +76,6 @@ class KernelSpec:
     expect: tuple = ()           # substrings that must appear in the PTX for every target
     divisible: tuple = ()        # arguments assumed 16-divisible, as Triton specialises at launch
     language: str = "gluon"      # or "triton" for plain tl kernels (Part 0)
-    params: tuple = ()           # the (key, value) pairs the spec was built from
-
-
-_REGISTRY: dict[str, Callable[..., KernelSpec]] = {}
-_EXAMPLES: dict[str, list[dict]] = {}
-
-
-def register(name: str, examples: list[dict] | None = None):
-    """Register a spec factory under ``name``; ``examples`` are the parameter sets tests compile."""
-    def wrap(factory):
-        _REGISTRY[name] = factory
-        _EXAMPLES[name] = list(examples or [{}])
-        return factory
-    return wrap
-
-
-def _load_kernel_modules():
-    # Importing the kernel modules fills the registry; keep this list in book order.
-    from multicta_kernels import (barriers, clc_matmul, foundations, hopper_matmul, multicast,  # noqa: F401
-                                  softmax, two_cta)
-
-
-def registered() -> dict[str, list[dict]]:
-    """Names of all registered kernels with the parameter sets the tests compile."""
-    _load_kernel_modules()
-    return {k: list(v) for k, v in _EXAMPLES.items()}
-
-
-def spec(name: str, **params) -> KernelSpec:
-    _load_kernel_modules()
-    if name not in _REGISTRY:
-        raise KeyError(f"no kernel named {name!r} in the lens; registered: {sorted(_REGISTRY)}")
-    return _REGISTRY[name](**params)
 
 
 def specialise(s: KernelSpec, **values) -> KernelSpec:
@@ -126,18 +116,12 @@ class Compiled:
         return excerpt(self.ptx, pattern, context, max_hits)
 
 
-def compile(name_or_spec, target: str = "sm_90a", **params) -> Compiled:
-    """Compile a registered kernel (by name and parameters, or a :class:`KernelSpec`)."""
-    if isinstance(name_or_spec, KernelSpec):
-        if params:
-            raise TypeError("pass parameters with a kernel name, not with a KernelSpec")
-        return _compile_spec(name_or_spec, target)
-    return _compile_cached(name_or_spec, target, tuple(sorted(params.items())))
-
-
-@functools.lru_cache(maxsize=256)
-def _compile_cached(name, target, params):
-    return _compile_spec(spec(name, **dict(params)), target)
+def compile(s: KernelSpec, target: str = "sm_90a") -> Compiled:
+    """Compile a kernel spec for ``target`` on any machine (the book's kernels by name: ``catalog.compile``)."""
+    if not isinstance(s, KernelSpec):
+        raise TypeError(f"lens.compile takes a KernelSpec; compile the book's kernels by name with "
+                        f"multicta_kernels.catalog.compile({s!r}, ...)")
+    return _compile_spec(s, target)
 
 
 def _compile_spec(s: KernelSpec, target: str) -> Compiled:
@@ -158,9 +142,10 @@ def check_spec(s: KernelSpec) -> None:
     dimension: see :func:`multicta_kernels.layouts.check_cga_layout`)."""
     from .layouts import check_layout_for
     num_ctas = s.options.get("num_ctas", 1)
-    if not isinstance(num_ctas, int) or num_ctas < 1 or num_ctas > 16 or num_ctas & (num_ctas - 1):
-        raise ValueError(f"{s.name}: num_ctas must be a power of two from 1 to 16 (the largest cluster "
-                         f"Hopper and Blackwell launch), got {num_ctas!r}")
+    try:
+        check_cluster_size(num_ctas)
+    except ValueError as exc:
+        raise ValueError(f"{s.name}: {exc}") from None
     warps = s.options.get("num_warps", 4)
     if not isinstance(warps, int) or warps < 1 or warps & (warps - 1) or warps > 32:
         raise ValueError(f"{s.name}: num_warps must be a power of two from 1 to 32, got {warps!r}")

@@ -3,17 +3,19 @@
 A matmul cluster whose accumulator ``C`` is split by ``cga_layout`` needs, in each CTA, the A rows and
 B columns of its own piece of C. CTAs that share M bits need the same A tile; CTAs that share N bits
 need the same B tile. So A's layout keeps the accumulator's M components and zeroes N, B's keeps N and
-zeroes M: zero bases are broadcasts, and a broadcast tile can be fetched once and *multicast* by TMA
-into every CTA that needs it.
+zeroes M (``cluster.operand_cga_layouts``): zero bases are broadcasts, and a broadcast tile can be
+fetched once and *multicast* by TMA into every CTA that needs it.
 
-In Gluon a multicast load is issued by every CTA of the group; each loads a slice and sends it to all
-peers. So a buffer can only be reloaded once *every* peer has released it: on Hopper that release is
-built by hand (a cluster barrier, or a gather on one CTA and a broadcast back); on Blackwell
-``tcgen05_mma(..., multicast=True)`` signals it.
+In Triton 3.9's lowering one CTA per receiving group issues the multicast load of the whole tile (the
+PTX predicates ``cp.async.bulk.tensor...multicast::cluster`` on its cluster rank) and every receiver
+expects its own bytes. So a stage may be reloaded only once *every* receiver has released it: on Hopper
+that release is built by hand (``cluster.release``); on Blackwell ``tcgen05_mma(..., multicast=True)``
+signals it.
 """
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import multicta_kernels  # noqa: F401
 from triton.experimental import gluon
@@ -24,27 +26,12 @@ from triton.experimental.gluon.language.nvidia.blackwell import (TensorMemoryLay
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma
 
 from . import lens
-from .hardware import CLUSTERS, TCGEN05, WGMMA, check_on_gpu, require
-from .layouts import check_cga_layout
+from .cluster import (RELEASE_GATHER, check_m_split, check_operands, check_tma_tensor, descriptor_type,
+                      gl_dtype, group_barrier_layout, nvmma_layout, operand_cga_layouts, release, release_mode,
+                      ring_barriers, stacked_along_m, stage_of)
+from .hardware import CLUSTERS, SMEM_PER_CTA, TCGEN05, WGMMA, check_cluster_size, check_on_gpu, log2, require
 
-# ------------------------------------------------------------------ operand layouts from the output
-
-
-def operand_cga_layouts(acc_bases, two_ctas: bool = False):
-    """(A bases, B bases) for an accumulator ``cga_layout`` over (M, N); K is never split.
-
-    Without ``two_ctas``: A keeps each basis's M component, B its N component. With ``two_ctas`` the
-    first basis must be (1, 0) (the CTA pair splits M); it becomes A's (1, 0) and B's (0, 1), the
-    outer product of one 2-CTA MMA, and B's later N components double (B's N is split by the pair too).
-    """
-    acc = [tuple(b) for b in acc_bases]
-    check_cga_layout([list(b) for b in acc], 1 << len(acc), 2)
-    if not two_ctas:
-        return [(m, 0) for m, _ in acc], [(0, n) for _, n in acc]
-    if not acc or acc[0] != (1, 0):
-        raise ValueError(f"two_ctas needs the accumulator's first basis to be (1, 0) (the CTA pair splits M), got {acc}")
-    rest = acc[1:]
-    return [(1, 0)] + [(m, 0) for m, _ in rest], [(0, 1)] + [(0, 2 * n) for _, n in rest]
+# ------------------------------------------------------------------ who receives which tile
 
 
 def tile_of(bases, cta: int) -> tuple:
@@ -101,14 +88,6 @@ def draw_receivers(acc_bases, two_ctas=False, ax=None):
 # ------------------------------------------------------------------------------------- kernels
 
 @gluon.jit
-def cta_rank():
-    # Gluon has no "which CTA am I" builtin on purpose (ownership lives in layouts); when a kernel
-    # needs the number itself, e.g. to address its own output, it reads the special register.
-    return gl.inline_asm_elementwise("mov.u32 $0, %cluster_ctarank;", "=r", [], dtype=gl.int32,
-                                     is_pure=True, pack=1)
-
-
-@gluon.jit
 def multicast_copy_kernel(in_desc, in_ptr, out_desc, bad_ptr, MULTICAST: gl.constexpr, everyone: gl.constexpr,
                           slot: gl.constexpr):
     """Every CTA of the cluster receives the whole tile (its shared layout is a broadcast). Each CTA
@@ -134,38 +113,6 @@ def multicast_copy_kernel(in_desc, in_ptr, out_desc, bad_ptr, MULTICAST: gl.cons
     tma.store_wait(0)
 
 
-@gluon.jit
-def _release(slot, empty, go, phase, RELEASE: gl.constexpr):
-    # Every CTA of the cluster must be done with `slot` before anyone reloads it (peers write into it).
-    # RELEASE 2: a single CTA, whose own wait already ordered its reads before the reload.
-    if RELEASE == 0:
-        hopper.cluster.barrier()
-    elif RELEASE == 1:
-        mbarrier.arrive(empty.index(slot))             # lands on CTA 0 (group barrier)
-        mbarrier.wait(empty.index(slot), phase)        # CTA 0: everyone released the slot
-        mbarrier.arrive(go.index(slot), from_cta=0)    # CTA 0 tells every CTA
-        mbarrier.wait(go.index(slot), phase)
-
-
-@gluon.jit
-def _ring_barriers(STAGES: gl.constexpr, RELEASE: gl.constexpr, group_all: gl.constexpr):
-    # `ready[s]`: stage s has landed in this CTA. For the gather/broadcast release, `empty[s]` is one
-    # barrier in CTA 0 that every CTA arrives on, `go[s]` each CTA's own barrier that CTA 0 releases.
-    ready = mbarrier.allocate_mbarrier(batch=STAGES)
-    for s in gl.static_range(STAGES):
-        mbarrier.init(ready.index(s), count=1)
-    if RELEASE == 1:
-        empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], group_all)
-        go = mbarrier.allocate_mbarrier(batch=STAGES)
-        for s in gl.static_range(STAGES):
-            mbarrier.init(empty.index(s), count=1)
-            mbarrier.init(go.index(s), count=1)
-    else:                                   # not used by the other release modes
-        empty = ready
-        go = ready
-    return ready, empty, go
-
-
 # A count of 1 must not become a constant: the release barriers would look unused, and fail to compile.
 @gluon.jit(do_not_specialize=["TILES", "SRC_TILES"])
 def tile_stream_kernel(desc, out_ptr, TILES, SRC_TILES, MULTICAST: gl.constexpr, STAGES: gl.constexpr,
@@ -175,19 +122,18 @@ def tile_stream_kernel(desc, out_ptr, TILES, SRC_TILES, MULTICAST: gl.constexpr,
     multicasts it, instead of fetching the whole tile itself."""
     BR: gl.constexpr = desc.block_shape[0]
     bufs = gl.allocate_shared_memory(desc.dtype, [STAGES] + desc.block_shape, desc.layout)
-    ready, empty, go = _ring_barriers(STAGES, RELEASE, group_all)
+    ready, empty, go = ring_barriers(STAGES, RELEASE, group_all)
     first = gl.program_id(0) * 13                      # clusters start at different tiles of the source
     for s in gl.static_range(STAGES):                  # prologue: fill the ring
         mbarrier.expect(ready.index(s), desc.nbytes_per_cta)
         tma.async_load(desc, [(first + s) % SRC_TILES * BR, 0], ready.index(s), bufs.index(s), multicast=MULTICAST)
     got = 0
     for t in range(TILES):
-        slot = t % STAGES
-        phase = (t // STAGES) & 1
+        slot, phase = stage_of(t, STAGES)
         mbarrier.wait(ready.index(slot), phase, deps=[bufs])
         got += 1
         if t + STAGES < TILES:
-            _release(slot, empty, go, phase, RELEASE)
+            release(slot, empty, go, phase, RELEASE)
             mbarrier.expect(ready.index(slot), desc.nbytes_per_cta)
             tma.async_load(desc, [(first + t + STAGES) % SRC_TILES * BR, 0], ready.index(slot), bufs.index(slot),
                            multicast=MULTICAST)
@@ -207,7 +153,7 @@ def hopper_multicast_matmul_kernel(a_desc, b_desc, c_desc, K, STAGES: gl.constex
     off_n = gl.program_id(1) * BN
     a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_shape, a_desc.layout)
     b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_shape, b_desc.layout)
-    ready, empty, go = _ring_barriers(STAGES, RELEASE, group_all)
+    ready, empty, go = ring_barriers(STAGES, RELEASE, group_all)
     nbytes: gl.constexpr = a_desc.nbytes_per_cta + b_desc.nbytes_per_cta
     k_tiles = gl.cdiv(K, BK)
     for s in gl.static_range(STAGES):                  # prologue (TMA zero-fills past K)
@@ -217,13 +163,12 @@ def hopper_multicast_matmul_kernel(a_desc, b_desc, c_desc, K, STAGES: gl.constex
     acc = gl.zeros([BM_ALL, BN], gl.float32, acc_layout)
     steps = gl.maximum(k_tiles, STAGES)               # every loaded stage is consumed, even zero-filled ones
     for t in range(steps):
-        slot = t % STAGES
-        phase = (t // STAGES) & 1
+        slot, phase = stage_of(t, STAGES)
         mbarrier.wait(ready.index(slot), phase)
         acc = hopper.warpgroup_mma(a_bufs.index(slot), b_bufs.index(slot), acc, is_async=True)
         acc, _, _ = hopper.warpgroup_mma_wait(0, deps=[acc, a_bufs.index(slot), b_bufs.index(slot)])
         if t + STAGES < steps:
-            _release(slot, empty, go, phase, RELEASE)
+            release(slot, empty, go, phase, RELEASE)
             mbarrier.expect(ready.index(slot), nbytes)
             k = (t + STAGES) * BK
             tma.async_load(a_desc, [off_m, k], ready.index(slot), a_bufs.index(slot))
@@ -274,29 +219,103 @@ def blackwell_multicast_mma_kernel(a_desc, b_desc, c_desc, K_TILES: gl.constexpr
 SEED_BLACKWELL = dict(acc_bases=((1, 0), (2, 0)), two_ctas=True, BM=512, BN=128, BK=64, K_TILES=2)
 
 
-def _blackwell_layouts(acc_bases, two_ctas, BM, BN, BK, dtype=gl.float16):
+# -------------------------------------------------------------------------------- plans (host)
+# Each kernel's layouts and constants, computed once from the call's sizes: the launch and the lens
+# spec both read them, so what the book compiles is what runs.
+
+def copy_layouts(num_ctas: int, M: int, N: int, dtype=gl.float16) -> dict:
+    bits = log2(num_ctas)
+    return dict(tile=nvmma_layout([M, N], dtype, [[0, 0]] * bits),        # every CTA holds the whole tile
+                everyone=gl.BlockedLayout([1, 1], [1, 32], [4, 1], [1, 0], cga_layout=[[0, 0]] * bits),
+                slot=gl.BlockedLayout([1], [32], [4], [0], cga_layout=[[1 << i] for i in range(bits)]))
+
+
+def stream_layout(num_ctas: int, rows: int = 128, cols: int = 128):
+    return nvmma_layout([rows, cols], gl.float16, [[0, 0]] * log2(num_ctas))
+
+
+@dataclass(frozen=True)
+class MulticastMatmulPlan:
+    """Chapter 3's Hopper loop: CTAs stacked along M, each BM rows of A, one multicast B tile."""
+    num_ctas: int
+    bm: int
+    bn: int
+    bk: int
+    stages: int
+    release: int
+    dtype: object
+
+    @property
+    def tile_m(self) -> int:
+        return self.bm * self.num_ctas
+
+    def layouts(self) -> dict:
+        acc = stacked_along_m(self.num_ctas)
+        a_bases, b_bases = operand_cga_layouts(acc)
+        return dict(a=nvmma_layout([self.tile_m, self.bk], self.dtype, a_bases),
+                    b=nvmma_layout([self.bk, self.bn], self.dtype, b_bases),
+                    c=nvmma_layout([self.tile_m, self.bn], self.dtype, acc))
+
+    def constexprs(self) -> dict:
+        acc = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, self.bn, 16],
+                                        cga_layout=[list(b) for b in stacked_along_m(self.num_ctas)])
+        return dict(STAGES=self.stages, RELEASE=self.release, acc_layout=acc,
+                    group_all=group_barrier_layout(self.num_ctas))
+
+
+def plan_multicast_matmul(num_ctas=2, bm=64, bn=128, bk=64, stages=3, release="mbarrier",
+                          dtype=gl.float16) -> MulticastMatmulPlan:
+    check_cluster_size(num_ctas)
+    mode = release if isinstance(release, int) else release_mode(release, num_ctas)
+    if bm != 64 or (bn % 8) or bn > 256:
+        raise ValueError("this kernel uses one warpgroup per CTA: bm must be 64 and bn a multiple of 8 up to 256")
+    smem = stages * (bm * bk + bk * bn) * 2 + bm * bn * 2          # per CTA: A rows, all of B, C staging
+    if smem > SMEM_PER_CTA:
+        raise ValueError(f"{stages} stages need {smem // 1024} KiB of shared memory per CTA (at most "
+                         f"{SMEM_PER_CTA // 1024} KiB); use fewer stages or smaller tiles")
+    return MulticastMatmulPlan(num_ctas, bm, bn, bk, stages, mode, dtype)
+
+
+@dataclass(frozen=True)
+class BlackwellLoopPlan:
+    """Chapter 3's tcgen05 loop (the upstream tutorial's example): one [BM, BN] tile per cluster."""
+    acc_bases: tuple
+    two_ctas: bool
+    BM: int
+    BN: int
+    BK: int
+    dtype: object
+
+    @property
+    def num_ctas(self) -> int:
+        return 1 << len(self.acc_bases)
+
+    def layouts(self) -> dict:
+        a_bases, b_bases = operand_cga_layouts(self.acc_bases, self.two_ctas)
+        cta_m = self.BM >> sum(1 for m, _ in self.acc_bases if m)
+        return dict(a=nvmma_layout([self.BM, self.BK], self.dtype, a_bases),
+                    b=nvmma_layout([self.BK, self.BN], self.dtype, b_bases),
+                    c=nvmma_layout([self.BM, self.BN], self.dtype, self.acc_bases),
+                    acc=TensorMemoryLayout(block=(cta_m, self.BN), col_stride=1,
+                                           cga_layout=[list(b) for b in self.acc_bases], two_ctas=self.two_ctas))
+
+
+def plan_blackwell_loop(acc_bases=SEED_BLACKWELL["acc_bases"], two_ctas=SEED_BLACKWELL["two_ctas"],
+                        BM=SEED_BLACKWELL["BM"], BN=SEED_BLACKWELL["BN"], BK=SEED_BLACKWELL["BK"],
+                        dtype=gl.float16) -> BlackwellLoopPlan:
+    acc_bases = tuple(tuple(b) for b in acc_bases)
     check_m_split(acc_bases, "blackwell_multicast_mma")
-    a_b, b_b = operand_cga_layouts(acc_bases, two_ctas)
-    num_ctas = 1 << len(acc_bases)
-    cta_m = BM // (1 << sum(1 for m, _ in acc_bases if m))
-    if cta_m * (1 << sum(1 for m, _ in acc_bases if m)) != BM or cta_m not in ((128,) if two_ctas else (64, 128)):
-        raise ValueError(f"BM = {BM} over {num_ctas} CTAs stacked along M gives {BM / num_ctas:g} rows per CTA; "
-                         f"tcgen05 needs {'128 (2-CTA)' if two_ctas else '64 or 128'}")
+    operand_cga_layouts(acc_bases, two_ctas)                 # validates the bases
+    split_m = 1 << sum(1 for m, _ in acc_bases if m)
+    if BM % split_m or BM // split_m not in ((128,) if two_ctas else (64, 128)):
+        raise ValueError(f"BM = {BM} over {1 << len(acc_bases)} CTAs stacked along M gives {BM / split_m:g} rows per "
+                         f"CTA; tcgen05 needs {'128 (2-CTA)' if two_ctas else '64 or 128'}")
     if BN % 16 or not 16 <= BN <= 256:
         raise ValueError(f"BN must be a multiple of 16 from 16 to 256 (tensor-memory columns), got {BN}")
-    return dict(a=_layout([BM, BK], dtype, a_b), b=_layout([BK, BN], dtype, b_b), c=_layout([BM, BN], dtype, acc_bases),
-                acc=TensorMemoryLayout(block=(cta_m, BN), col_stride=1, cga_layout=[list(b) for b in acc_bases],
-                                       two_ctas=two_ctas), num_ctas=num_ctas)
+    return BlackwellLoopPlan(acc_bases, two_ctas, BM, BN, BK, dtype)
 
 
-def check_m_split(acc_bases, what: str) -> None:
-    """The book's matmul clusters split the output along M only (N-splitting layouts do not compile:
-    the tensor-memory accumulator would need a wider tile); refuse anything else before compiling."""
-    bad = [list(b) for b in acc_bases if len(b) != 2 or b[1] != 0]
-    if bad:
-        raise ValueError(f"{what} splits the output tile along M only: every cga_layout basis must be (2**i, 0), "
-                         f"got {[list(b) for b in acc_bases]} (bases {bad} split N); stack the CTAs along M")
-
+# -------------------------------------------------------------------------------- host wrappers
 
 def blackwell_multicast_mma(a, b, *, acc_bases=((1, 0), (2, 0)), two_ctas=True, bk=64):
     """One output tile C = A @ B computed by a cluster (Blackwell only): A is (BM, K), B is (K, BN)."""
@@ -305,118 +324,19 @@ def blackwell_multicast_mma(a, b, *, acc_bases=((1, 0), (2, 0)), two_ctas=True, 
     BM, BN, K = check_operands(a, b)
     if K % bk or K < 1:
         raise ValueError(f"K must be a positive multiple of {bk}, got {K}")
-    L = _blackwell_layouts(acc_bases, two_ctas, BM, BN, bk, _gl_dtype(a))
+    plan = plan_blackwell_loop(acc_bases, two_ctas, BM, BN, bk, gl_dtype(a))
     check_tma_tensor(a, "a", [min(BM, 256), bk])
     check_tma_tensor(b, "b", [bk, BN])
     require(TCGEN05, "blackwell_multicast_mma")
     check_on_gpu(a, "a")
     check_on_gpu(b, "b")
+    lay = plan.layouts()
     c = torch.empty((BM, BN), device=a.device, dtype=a.dtype)
-    blackwell_multicast_mma_kernel[(1,)](TensorDescriptor.from_tensor(a, [BM, bk], L["a"]),
-                                         TensorDescriptor.from_tensor(b, [bk, BN], L["b"]),
-                                         TensorDescriptor.from_tensor(c, [BM, BN], L["c"]), K // bk, L["acc"],
-                                         num_warps=4, num_ctas=L["num_ctas"])
+    blackwell_multicast_mma_kernel[(1,)](TensorDescriptor.from_tensor(a, [BM, bk], lay["a"]),
+                                         TensorDescriptor.from_tensor(b, [bk, BN], lay["b"]),
+                                         TensorDescriptor.from_tensor(c, [BM, BN], lay["c"]), K // bk, lay["acc"],
+                                         num_warps=4, num_ctas=plan.num_ctas)
     return c
-
-
-# -------------------------------------------------------------------------------- host wrappers
-
-_RELEASES = {"cluster": 0, "mbarrier": 1, "none": 2}
-
-
-def _release_mode(release: str, num_ctas: int) -> int:
-    if release not in ("cluster", "mbarrier"):
-        raise ValueError(f"release must be 'mbarrier' or 'cluster', got {release!r}")
-    return _RELEASES["none"] if num_ctas == 1 else _RELEASES[release]
-
-
-_TORCH_TO_GL = {"float16": gl.float16, "bfloat16": gl.bfloat16, "float32": gl.float32}
-
-
-def _gl_dtype(t):
-    name = str(t.dtype).replace("torch.", "")
-    if name not in _TORCH_TO_GL:
-        raise TypeError(f"TMA kernels here take float16, bfloat16 or float32 tensors, not {t.dtype}")
-    return _TORCH_TO_GL[name]
-
-
-def check_cluster(num_ctas):
-    if not isinstance(num_ctas, int) or num_ctas < 1 or num_ctas > 16 or num_ctas & (num_ctas - 1):
-        raise ValueError(f"the cluster size must be a power of two from 1 to 16, got {num_ctas!r}")
-
-
-def check_tma_tensor(t, name, block):
-    """What TMA needs of a 2-D tensor and its box (where the tensor lives is checked later, after the
-    hardware: see ``hardware.check_on_gpu``)."""
-    import torch
-    if not isinstance(t, torch.Tensor) or t.dim() != 2:
-        raise ValueError(f"{name} must be a 2-D tensor")
-    if t.stride(1) != 1:
-        raise ValueError(f"{name}.stride(1) is {t.stride(1)}: TMA needs a unit inner stride (use .contiguous())")
-    if (t.stride(0) * t.element_size()) % 16 or t.data_ptr() % 16:
-        raise ValueError(f"{name}'s rows must start on 16-byte boundaries (row stride {t.stride(0)} elements of "
-                         f"{t.element_size()} bytes); pad the inner dimension to a multiple of {16 // t.element_size()}")
-    if any(b > 256 or b < 1 or b & (b - 1) for b in block):
-        raise ValueError(f"TMA boxes are powers of two of at most 256 per dimension, got {list(block)}")
-    if block[-1] * t.element_size() < 16:
-        raise ValueError(f"the inner box of {block[-1]} elements is under 16 bytes")
-
-
-def check_operands(a, b):
-    """A and B for C = A @ B: torch tensors, both float16 or both bfloat16, (M, K) and (K, N)."""
-    import torch
-    if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor):
-        raise TypeError("a and b must be torch tensors")
-    if a.dtype != b.dtype or a.dtype not in (torch.float16, torch.bfloat16):
-        raise TypeError(f"a and b must both be float16 or both bfloat16, got {a.dtype} and {b.dtype}")
-    if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
-        raise ValueError(f"need (M, K) @ (K, N), got {tuple(a.shape)} @ {tuple(b.shape)}")
-    if a.shape[0] < 1 or b.shape[1] < 1:
-        raise ValueError(f"M and N must be at least 1, got {tuple(a.shape)} @ {tuple(b.shape)}")
-    return a.shape[0], b.shape[1], a.shape[1]
-
-
-def prepare_matmul(a, b, out, config: dict, defaults: dict, plan_fn, feature, what: str):
-    """The shared front of the persistent matmul wrappers. Arguments first (known options, operands,
-    the plan, which validates the configuration, TMA constraints, the output), then the hardware
-    ``feature``, then where the tensors live. Returns (cfg, plan, out, descriptors of A, B and out,
-    M, N, K); ``plan_fn(M, N, K, gl_dtype, **cfg)`` returns ``tile_m`` and the shared layouts ``a``,
-    ``b``, ``c``."""
-    import torch
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-    unknown = set(config) - set(defaults)
-    if unknown:
-        raise TypeError(f"unknown options {sorted(unknown)}; known: {sorted(defaults)}")
-    cfg = {**defaults, **config}
-    M, N, K = check_operands(a, b)
-    plan = plan_fn(M, N, K, _gl_dtype(a), **cfg)
-    check_tma_tensor(a, "a", [min(plan["tile_m"], 256), cfg["block_k"]])
-    check_tma_tensor(b, "b", [cfg["block_k"], cfg["block_n"]])
-    out_cols = cfg.get("epilogue_n") or cfg["block_n"]
-    if out is not None:
-        if not isinstance(out, torch.Tensor) or tuple(out.shape) != (M, N) or out.dtype != a.dtype:
-            got = f"{tuple(out.shape)} {out.dtype}" if isinstance(out, torch.Tensor) else type(out).__name__
-            raise ValueError(f"out must be a ({M}, {N}) {a.dtype} tensor, got {got}")
-        check_tma_tensor(out, "out", [min(plan["tile_m"], 256), out_cols])
-    require(feature, what)
-    for t, name in ((a, "a"), (b, "b")) + (((out, "out"),) if out is not None else ()):
-        check_on_gpu(t, name)
-    if out is None:
-        out = torch.empty((M, N), device=a.device, dtype=a.dtype)
-    descs = (TensorDescriptor.from_tensor(a, [plan["tile_m"], cfg["block_k"]], plan["a"]),
-             TensorDescriptor.from_tensor(b, [cfg["block_k"], cfg["block_n"]], plan["b"]),
-             TensorDescriptor.from_tensor(out, [plan["tile_m"], out_cols], plan["c"]))
-    return cfg, plan, out, descs, M, N, K
-
-
-def _layout(block, dtype, bases):
-    return gl.NVMMASharedLayout.get_default_for(list(block), dtype, cga_layout=[list(b) for b in bases])
-
-
-def _copy_layouts(num_ctas):
-    n = num_ctas.bit_length() - 1
-    return dict(everyone=gl.BlockedLayout([1, 1], [1, 32], [4, 1], [1, 0], cga_layout=[[0, 0]] * n),
-                slot=gl.BlockedLayout([1], [32], [4], [0], cga_layout=[[1 << i] for i in range(n)]))
 
 
 def multicast_copy(x, num_ctas: int, multicast: bool = True):
@@ -424,24 +344,22 @@ def multicast_copy(x, num_ctas: int, multicast: bool = True):
     or one load per CTA). Returns (per-CTA mismatch counts against ``x``, the tile stored back)."""
     import torch
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-    check_cluster(num_ctas)
-    if num_ctas < 2:
-        raise ValueError("multicast needs a cluster of at least 2 CTAs")
+    check_cluster_size(num_ctas, low=2)
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
-    dtype = _gl_dtype(x)
+    dtype = gl_dtype(x)
     check_tma_tensor(x, "x", x.shape)
     if x.shape[0] < 4 or x.shape[1] < 32 or x.stride(0) != x.shape[1]:
         raise ValueError("multicast_copy takes a contiguous tile of at least 4 x 32 elements")
     require(CLUSTERS, "multicast_copy")
     check_on_gpu(x, "x")
     M, N = x.shape
-    layout = _layout([M, N], dtype, [[0, 0]] * (num_ctas.bit_length() - 1))
+    lay = copy_layouts(num_ctas, M, N, dtype)
     out = torch.full_like(x, float("nan"))
     bad = torch.full((num_ctas,), -1, device=x.device, dtype=torch.int32)
-    multicast_copy_kernel[(1,)](TensorDescriptor.from_tensor(x, [M, N], layout), x,
-                                TensorDescriptor.from_tensor(out, [M, N], layout), bad, MULTICAST=multicast,
-                                **_copy_layouts(num_ctas), num_warps=4, num_ctas=num_ctas)
+    multicast_copy_kernel[(1,)](TensorDescriptor.from_tensor(x, [M, N], lay["tile"]), x,
+                                TensorDescriptor.from_tensor(out, [M, N], lay["tile"]), bad, MULTICAST=multicast,
+                                everyone=lay["everyone"], slot=lay["slot"], num_warps=4, num_ctas=num_ctas)
     return bad, out
 
 
@@ -452,37 +370,22 @@ def hopper_multicast_matmul(a, b, *, num_ctas: int = 2, bm: int = 64, bn: int = 
     "cluster" (a cluster barrier per K step). Hopper only: wgmma does not exist on Blackwell."""
     import torch
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-    check_cluster(num_ctas)
-    mode = _release_mode(release, num_ctas)
     M, N, K = check_operands(a, b)
+    plan = plan_multicast_matmul(num_ctas, bm, bn, bk, stages, release, gl_dtype(a))
     if K % 8:
         raise ValueError(f"K must be a multiple of 8 (16-byte aligned rows of A for TMA), got {K}")
-    if bm != 64 or (bn % 8) or bn > 256:
-        raise ValueError("this kernel uses one warpgroup per CTA: bm must be 64 and bn a multiple of 8 up to 256")
-    check_tma_tensor(a, "a", [bm * num_ctas, bk])
+    check_tma_tensor(a, "a", [plan.tile_m, bk])
     check_tma_tensor(b, "b", [bk, bn])
-    smem = stages * (bm * bk + bk * bn) * 2 + bm * bn * 2          # per CTA: A rows, all of B, C staging
-    if smem > 200 * 1024:
-        raise ValueError(f"{stages} stages need {smem // 1024} KiB of shared memory per CTA (at most ~200 KiB "
-                         "on Hopper); use fewer stages or smaller tiles")
     require(WGMMA, "hopper_multicast_matmul")
     check_on_gpu(a, "a")
     check_on_gpu(b, "b")
     c = torch.empty((M, N), device=a.device, dtype=a.dtype)
-    check_tma_tensor(c, "c", [bm * num_ctas, bn])
-    dt = _gl_dtype(a)
-    n = num_ctas.bit_length() - 1
-    split = [[1 << i, 0] for i in range(n)]
-    bcast = [[0, 0]] * n
-    a_desc = TensorDescriptor.from_tensor(a, [bm * num_ctas, bk], _layout([bm * num_ctas, bk], dt, split))
-    b_desc = TensorDescriptor.from_tensor(b, [bk, bn], _layout([bk, bn], dt, bcast))
-    c_desc = TensorDescriptor.from_tensor(c, [bm * num_ctas, bn], _layout([bm * num_ctas, bn], dt, split))
-    acc_layout = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, bn, 16],
-                                           cga_layout=split)
-    grid = (math.ceil(M / (bm * num_ctas)), math.ceil(N / bn))
-    hopper_multicast_matmul_kernel[grid](a_desc, b_desc, c_desc, K, STAGES=stages, RELEASE=mode, acc_layout=acc_layout,
-                                         group_all=mbarrier.MBarrierLayout([[0]] * n),
-                                         num_warps=4, num_ctas=num_ctas)
+    lay = plan.layouts()
+    grid = (math.ceil(M / plan.tile_m), math.ceil(N / bn))
+    hopper_multicast_matmul_kernel[grid](TensorDescriptor.from_tensor(a, [plan.tile_m, bk], lay["a"]),
+                                         TensorDescriptor.from_tensor(b, [bk, bn], lay["b"]),
+                                         TensorDescriptor.from_tensor(c, [plan.tile_m, bn], lay["c"]), K,
+                                         **plan.constexprs(), num_warps=4, num_ctas=num_ctas)
     return c
 
 
@@ -492,20 +395,17 @@ def tile_stream(num_ctas: int, *, multicast: bool, release: str = "mbarrier", cl
     ``src_tiles`` tiles of 128 x 128 fp16 (8 MiB by default: it stays in L2)."""
     import torch
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-    check_cluster(num_ctas)
-    if multicast and num_ctas < 2:
-        raise ValueError("multicast needs a cluster of at least 2 CTAs")
-    mode = _release_mode(release, num_ctas)
+    check_cluster_size(num_ctas, low=2 if multicast else 1)
+    mode = release_mode(release, num_ctas)
     require(CLUSTERS, "tile_stream")
     clusters = clusters or max(1, 128 // num_ctas)
     src = torch.randn(src_tiles * 128, 128, device="cuda", dtype=torch.float16)
-    desc = TensorDescriptor.from_tensor(src, [128, 128], _stream_layout(num_ctas))
+    desc = TensorDescriptor.from_tensor(src, [128, 128], stream_layout(num_ctas))
     out = torch.zeros(clusters, device="cuda", dtype=torch.int32)
-    group_all = mbarrier.MBarrierLayout([[0]] * (num_ctas.bit_length() - 1))
 
     def launch():
         tile_stream_kernel[(clusters,)](desc, out, tiles, src_tiles, MULTICAST=multicast, STAGES=stages,
-                                        RELEASE=mode, group_all=group_all,
+                                        RELEASE=mode, group_all=group_barrier_layout(num_ctas),
                                         num_warps=1, num_ctas=num_ctas)
         return out
     return launch, clusters * num_ctas * tiles * 128 * 128 * 2
@@ -520,16 +420,16 @@ def benchmark(quick: bool = False, log=print) -> dict:
     rows = []
     for num_ctas in (1, 2, 4, 8, 16):
         for multicast in ((False,) if num_ctas == 1 else (False, True)):
-            for release in (("none",) if num_ctas == 1 else ("cluster", "mbarrier")):
-                launch, nbytes = tile_stream(num_ctas, multicast=multicast, release=release if num_ctas > 1 else "cluster")
+            for mode in (("none",) if num_ctas == 1 else ("cluster", "mbarrier")):
+                launch, nbytes = tile_stream(num_ctas, multicast=multicast, release=mode if num_ctas > 1 else "cluster")
                 got = launch()
                 ms = bench.time_ms(launch, cudagraph=False)
-                g = bench.gbps(nbytes, ms)
-                l2 = g / num_ctas if multicast else g
+                delivered = bench.gbps(nbytes, ms)
+                from_l2 = delivered / num_ctas if multicast else delivered
                 ok = bool((got == 64).all().item())
-                rows.append([num_ctas, multicast, release, 128 // num_ctas, round(g, 1), round(l2, 1), ok])
-                log(f"[multicast] {num_ctas:>2} CTAs, multicast={multicast!s:5}, release={release:8}: delivered "
-                    f"{g:.0f} GB/s (L2 -> SM {l2:.0f} GB/s), all tiles seen: {ok}")
+                rows.append([num_ctas, multicast, mode, 128 // num_ctas, round(delivered, 1), round(from_l2, 1), ok])
+                log(f"[multicast] {num_ctas:>2} CTAs, multicast={multicast!s:5}, release={mode:8}: delivered "
+                    f"{delivered:.0f} GB/s (L2 -> SM {from_l2:.0f} GB/s), all tiles seen: {ok}")
     return {"method": {"timer": "do_bench", "statistic": "median",
                        "workload": "each cluster streams 64 tiles of 128x128 fp16 (32 KiB) through a 4-stage ring; "
                                    "the 8 MiB source stays in L2; 128 CTAs in all; 1 warp per CTA",
@@ -542,63 +442,49 @@ def benchmark(quick: bool = False, log=print) -> dict:
 
 # ------------------------------------------------------------------------------------------ lens
 
-def _desc(dtype, block, layout):
-    return f"tensordesc<{dtype}[{','.join(map(str, block))}],{layout!r}>"
-
-
-@lens.register("multicast_copy", examples=[{"num_ctas": c, "multicast": m} for c in (2, 16) for m in (True, False)])
 def multicast_copy_spec(num_ctas: int = 2, multicast: bool = True, M: int = 128, N: int = 64):
-    layout = _layout([M, N], gl.float16, [[0, 0]] * (num_ctas.bit_length() - 1))
-    d = _desc("fp16", [M, N], layout)
+    lay = copy_layouts(num_ctas, M, N)
+    d = descriptor_type(gl.float16, [M, N], lay["tile"])
     expect = ("cp.async.bulk.tensor", ".multicast::cluster") if multicast else ("cp.async.bulk.tensor",)
     return lens.KernelSpec("multicast_copy", multicast_copy_kernel,
                            {"in_desc": d, "in_ptr": "*fp16", "out_desc": d, "bad_ptr": "*i32", "MULTICAST": "constexpr",
                             "everyone": "constexpr", "slot": "constexpr"},
-                           {"MULTICAST": multicast, **_copy_layouts(num_ctas)}, {"num_warps": 4, "num_ctas": num_ctas},
-                           expect=expect)
+                           {"MULTICAST": multicast, "everyone": lay["everyone"], "slot": lay["slot"]},
+                           {"num_warps": 4, "num_ctas": num_ctas}, expect=expect)
 
 
-def _stream_layout(num_ctas, rows=128, cols=128):
-    return _layout([rows, cols], gl.float16, [[0, 0]] * (num_ctas.bit_length() - 1))
-
-
-@lens.register("tile_stream", examples=[{"num_ctas": 4, "multicast": m, "release": r} for m in (True, False) for r in (0, 1)])
-def tile_stream_spec(num_ctas: int = 4, multicast: bool = True, release: int = 1, stages: int = 4):
-    d = _desc("fp16", [128, 128], _stream_layout(num_ctas))
+def tile_stream_spec(num_ctas: int = 4, multicast: bool = True, release: int = RELEASE_GATHER, stages: int = 4):
+    d = descriptor_type(gl.float16, [128, 128], stream_layout(num_ctas))
     return lens.KernelSpec("tile_stream", tile_stream_kernel,
                            {"desc": d, "out_ptr": "*i32", "TILES": "i32", "SRC_TILES": "i32", "MULTICAST": "constexpr",
-                            "STAGES": "constexpr",
-                            "RELEASE": "constexpr", "group_all": "constexpr"},
+                            "STAGES": "constexpr", "RELEASE": "constexpr", "group_all": "constexpr"},
                            {"MULTICAST": multicast, "STAGES": stages, "RELEASE": release,
-                            "group_all": mbarrier.MBarrierLayout([[0]] * (num_ctas.bit_length() - 1))},
+                            "group_all": group_barrier_layout(num_ctas)},
                            {"num_warps": 1, "num_ctas": num_ctas}, expect=("cp.async.bulk.tensor",))
 
 
-@lens.register("hopper_multicast_matmul", examples=[{"num_ctas": c, "release": r} for c in (2, 4) for r in (0, 1)])
-def hopper_multicast_matmul_spec(num_ctas: int = 2, release: int = 1, bm: int = 64, bn: int = 128, bk: int = 64,
-                                 stages: int = 3):
-    n = num_ctas.bit_length() - 1
-    split, bcast = [[1 << i, 0] for i in range(n)], [[0, 0]] * n
-    sig = {"a_desc": _desc("fp16", [bm * num_ctas, bk], _layout([bm * num_ctas, bk], gl.float16, split)),
-           "b_desc": _desc("fp16", [bk, bn], _layout([bk, bn], gl.float16, bcast)),
-           "c_desc": _desc("fp16", [bm * num_ctas, bn], _layout([bm * num_ctas, bn], gl.float16, split)),
+def hopper_multicast_matmul_spec(num_ctas: int = 2, release: int = RELEASE_GATHER, bm: int = 64, bn: int = 128,
+                                 bk: int = 64, stages: int = 3):
+    plan = plan_multicast_matmul(num_ctas, bm, bn, bk, stages, release)
+    lay = plan.layouts()
+    sig = {"a_desc": descriptor_type(gl.float16, [plan.tile_m, bk], lay["a"]),
+           "b_desc": descriptor_type(gl.float16, [bk, bn], lay["b"]),
+           "c_desc": descriptor_type(gl.float16, [plan.tile_m, bn], lay["c"]),
            "K": "i32", "STAGES": "constexpr", "RELEASE": "constexpr", "acc_layout": "constexpr", "group_all": "constexpr"}
-    acc = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, bn, 16], cga_layout=split)
-    return lens.KernelSpec("hopper_multicast_matmul", hopper_multicast_matmul_kernel, sig,
-                           {"STAGES": stages, "RELEASE": release, "acc_layout": acc,
-                            "group_all": mbarrier.MBarrierLayout([[0]] * n)},
+    return lens.KernelSpec("hopper_multicast_matmul", hopper_multicast_matmul_kernel, sig, plan.constexprs(),
                            {"num_warps": 4, "num_ctas": num_ctas}, targets=("sm_90a",),
                            expect=(".multicast::cluster", "wgmma.mma_async", ".reqnctapercluster"))
 
 
-@lens.register("blackwell_multicast_mma", examples=[{}, {"two_ctas": False, "acc_bases": ((1, 0),), "BM": 256}])
 def blackwell_multicast_mma_spec(acc_bases=SEED_BLACKWELL["acc_bases"], two_ctas=SEED_BLACKWELL["two_ctas"],
                                  BM=SEED_BLACKWELL["BM"], BN=SEED_BLACKWELL["BN"], BK=SEED_BLACKWELL["BK"],
                                  K_TILES=SEED_BLACKWELL["K_TILES"]):
-    L = _blackwell_layouts(acc_bases, two_ctas, BM, BN, BK)
-    sig = {"a_desc": _desc("fp16", [BM, BK], L["a"]), "b_desc": _desc("fp16", [BK, BN], L["b"]),
-           "c_desc": _desc("fp16", [BM, BN], L["c"]), "K_TILES": "constexpr", "acc_layout": "constexpr"}
+    plan = plan_blackwell_loop(acc_bases, two_ctas, BM, BN, BK)
+    lay = plan.layouts()
+    sig = {"a_desc": descriptor_type(gl.float16, [BM, BK], lay["a"]),
+           "b_desc": descriptor_type(gl.float16, [BK, BN], lay["b"]),
+           "c_desc": descriptor_type(gl.float16, [BM, BN], lay["c"]), "K_TILES": "constexpr", "acc_layout": "constexpr"}
     expect = ("tcgen05.mma", ".multicast::cluster", "tcgen05.commit") + (("cta_group::2",) if two_ctas else ())
     return lens.KernelSpec("blackwell_multicast_mma", blackwell_multicast_mma_kernel, sig,
-                           {"K_TILES": K_TILES, "acc_layout": L["acc"]}, {"num_warps": 4, "num_ctas": L["num_ctas"]},
+                           {"K_TILES": K_TILES, "acc_layout": lay["acc"]}, {"num_warps": 4, "num_ctas": plan.num_ctas},
                            targets=("sm_100a",), expect=expect)

@@ -21,7 +21,7 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
 from . import lens
-from .hardware import CLUSTERS, check_on_gpu, require
+from .hardware import CLUSTERS, MAX_CLUSTER_CTAS, check_cluster_size, check_on_gpu, log2, require
 
 LOG2E = gl.constexpr(1.4426950408889634)  # exp(x) = exp2(x * log2(e)): one ex2.approx
 
@@ -29,10 +29,8 @@ LOG2E = gl.constexpr(1.4426950408889634)  # exp(x) = exp2(x * log2(e)): one ex2.
 # local-memory spills), at most 16 warps per CTA and 16 CTAs per cluster.
 MAX_VALUES_PER_THREAD = 64
 MAX_WARPS = 16
-MAX_CTAS = 16
-MAX_N = MAX_CTAS * MAX_WARPS * 32 * MAX_VALUES_PER_THREAD  # 524288 columns
+MAX_N = MAX_CLUSTER_CTAS * MAX_WARPS * 32 * MAX_VALUES_PER_THREAD  # 524288 columns
 
-_DTYPES = {"float32": ("fp32", 4), "float16": ("fp16", 2), "bfloat16": ("bf16", 2)}
 
 
 @gluon.jit
@@ -132,24 +130,24 @@ def _check_pow2(name, value, limit):
 def make_config(N: int, num_ctas: int = 1, num_warps: int = 4, block_m: int = 1,
                 dtype: str = "float32", reasons=()) -> SoftmaxConfig:
     """Build the layouts for a row width, cluster size, warp count and rows per program."""
-    if dtype not in _DTYPES:
-        raise TypeError(f"softmax supports {', '.join(_DTYPES)}, not {dtype}")
+    if dtype not in lens.DTYPES:
+        raise TypeError(f"softmax supports {', '.join(lens.DTYPES)}, not {dtype}")
     if not isinstance(N, int) or N < 1:
         raise ValueError(f"the row width N must be a positive integer, got {N!r}")
-    _check_pow2("num_ctas", num_ctas, MAX_CTAS)
+    check_cluster_size(num_ctas)
     _check_pow2("num_warps", num_warps, MAX_WARPS)
     _check_pow2("block_m", block_m, 1 << 16)
     block_n = _pow2(N)
     if block_n < num_ctas:
         raise ValueError(f"a row of {N} elements cannot be split over {num_ctas} CTAs; use at most {block_n}")
     per_cta = block_n // num_ctas                       # columns each CTA owns
-    vec = min(16 // _DTYPES[dtype][1], per_cta)         # 16-byte loads where the row allows
+    vec = min(16 // lens.DTYPES[dtype].bytes, per_cta)   # 16-byte loads where the row allows
     tpw_n = min(32, per_cta // vec)                     # lanes along the row ...
     tpw_m = 32 // tpw_n                                 # ... the rest stack rows
     wpc_n = min(num_warps, per_cta // (vec * tpw_n))    # warps along the row ...
     wpc_m = num_warps // wpc_n                          # ... the rest stack rows
     block_m = max(block_m, tpw_m * wpc_m)               # no lane left without a row
-    bits = range(num_ctas.bit_length() - 1)
+    bits = range(log2(num_ctas))
     layout_2d = gl.BlockedLayout([1, vec], [tpw_m, tpw_n], [wpc_m, wpc_n], [1, 0],
                                  cga_layout=[[0, 1 << i] for i in bits])        # CTAs split the columns
     layout = gl.BlockedLayout([1, 1, vec], [tpw_m, 1, tpw_n], [wpc_m, 1, wpc_n], [2, 1, 0],
@@ -171,8 +169,8 @@ WIDE_PER_CTA = 16384         # ... and at most 16384 columns per CTA, at least 8
 
 def pick_config(N: int, dtype: str = "float32") -> SoftmaxConfig:
     """Choose CTAs, warps and rows per program for rows of ``N`` elements, with the reasons."""
-    if dtype not in _DTYPES:
-        raise TypeError(f"softmax supports {', '.join(_DTYPES)}, not {dtype}")
+    if dtype not in lens.DTYPES:
+        raise TypeError(f"softmax supports {', '.join(lens.DTYPES)}, not {dtype}")
     if not isinstance(N, int) or N < 1:
         raise ValueError(f"the row width N must be a positive integer, got {N!r}")
     if N > MAX_N:
@@ -190,7 +188,7 @@ def pick_config(N: int, dtype: str = "float32") -> SoftmaxConfig:
         if block_m > 1:
             reasons.append("short rows are stacked so each program still has enough loads in flight")
         return make_config(N, 1, num_warps, block_m, dtype, reasons)
-    num_ctas = min(MAX_CTAS, max(8, block_n // WIDE_PER_CTA))
+    num_ctas = min(MAX_CLUSTER_CTAS, max(8, block_n // WIDE_PER_CTA))
     num_warps = max(WIDE_WARPS, block_n // (num_ctas * 32 * MAX_VALUES_PER_THREAD))
     reasons = [f"a row of {block_n} is too wide for one CTA: shard it over {num_ctas} CTAs "
                f"({block_n // num_ctas} columns each)",
@@ -198,10 +196,6 @@ def pick_config(N: int, dtype: str = "float32") -> SoftmaxConfig:
                "held in registers from load to store",
                "max and sum stay inside each CTA; one cross-CTA reduce merges (max, sum) pairs"]
     return make_config(N, num_ctas, num_warps, 1, dtype, reasons)
-
-
-def _dtype_name(t) -> str:
-    return str(t).replace("torch.", "")
 
 
 def multicta_softmax(x, out=None, *, config: SoftmaxConfig | None = None, two_pass: bool = False):
@@ -219,7 +213,7 @@ def multicta_softmax(x, out=None, *, config: SoftmaxConfig | None = None, two_pa
     if x.dim() != 2:
         raise ValueError(f"x must be 2-D (rows, columns), got shape {tuple(x.shape)}; "
                          "reshape it, e.g. x.reshape(-1, x.shape[-1])")
-    if _dtype_name(x.dtype) not in _DTYPES:
+    if lens.dtype_name(x.dtype) not in lens.DTYPES:
         raise TypeError(f"x has dtype {x.dtype}; the softmax supports float32, float16 and bfloat16")
     M, N = x.shape
     if N > MAX_N:
@@ -241,10 +235,10 @@ def multicta_softmax(x, out=None, *, config: SoftmaxConfig | None = None, two_pa
         if M > 1 and out.stride(0) < N:
             raise ValueError(f"out.stride(0) is {out.stride(0)} < N = {N}: output rows would overlap")
     if config is None:
-        config = pick_config(N, _dtype_name(x.dtype))
-    elif config.block_n < N or config.dtype != _dtype_name(x.dtype):
-        raise ValueError(f"config was made for N={config.N} {config.dtype}, not N={N} {_dtype_name(x.dtype)}; "
-                         f"build one with pick_config({N}, {_dtype_name(x.dtype)!r})")
+        config = pick_config(N, lens.dtype_name(x.dtype))
+    elif config.block_n < N or config.dtype != lens.dtype_name(x.dtype):
+        raise ValueError(f"config was made for N={config.N} {config.dtype}, not N={N} {lens.dtype_name(x.dtype)}; "
+                         f"build one with pick_config({N}, {lens.dtype_name(x.dtype)!r})")
     require(CLUSTERS, "multicta_softmax")
     check_on_gpu(x, "x")
     if M == 0 or N == 0:
@@ -265,11 +259,12 @@ _EXPECT_CLUSTER = (".reqnctapercluster", "mapa.shared::cluster", "ld.shared::clu
                    "barrier.cluster.wait")
 
 
-def _spec(name, kernel, use_2d, num_ctas, N, num_warps, block_m, dtype):
+def kernel_spec(name, kernel, use_2d, num_ctas, N, num_warps, block_m, dtype):
+    """Either softmax kernel as the lens compiles it (default row: 16384 columns per CTA)."""
     N = N or 16384 * num_ctas
     cfg = pick_config(N, dtype)
     cfg = make_config(N, num_ctas, num_warps or cfg.num_warps, block_m or cfg.block_m, dtype)
-    ty = _DTYPES[dtype][0]
+    ty = lens.DTYPES[dtype].short
     sig = {"x_ptr": f"*{ty}", "out_ptr": f"*{ty}", "M": "i32", "n_div": "i32", "x_stride_div": "i32",
            "out_stride_div": "i32", "BLOCK_M": "constexpr", "BLOCK_N": "constexpr", "ALIGN": "constexpr",
            "layout": "constexpr"}
@@ -279,22 +274,19 @@ def _spec(name, kernel, use_2d, num_ctas, N, num_warps, block_m, dtype):
                     "layout": cfg.layout_2d if use_2d else cfg.layout},
         options={"num_warps": cfg.num_warps, "num_ctas": num_ctas},
         expect=_EXPECT_CLUSTER if num_ctas > 1 else (),
-        divisible=("x_ptr", "out_ptr"),
-        params=(("num_ctas", num_ctas), ("N", N)))
+        divisible=("x_ptr", "out_ptr"))
 
 
-@lens.register("softmax", examples=[{"num_ctas": c} for c in (1, 2, 4, 8, 16)])
 def softmax_spec(num_ctas: int = 1, N: int | None = None, num_warps: int | None = None,
                  block_m: int | None = None, dtype: str = "float32") -> lens.KernelSpec:
     """The fused softmax as the lens compiles it (default row: 16384 columns per CTA)."""
-    return _spec("softmax", softmax_kernel, False, num_ctas, N, num_warps, block_m, dtype)
+    return kernel_spec("softmax", softmax_kernel, False, num_ctas, N, num_warps, block_m, dtype)
 
 
-@lens.register("softmax_two_pass", examples=[{"num_ctas": c} for c in (1, 4, 16)])
 def softmax_two_pass_spec(num_ctas: int = 1, N: int | None = None, num_warps: int | None = None,
                           block_m: int | None = None, dtype: str = "float32") -> lens.KernelSpec:
     """The two-reduction softmax, for comparison."""
-    return _spec("softmax_two_pass", softmax_two_pass_kernel, True, num_ctas, N, num_warps, block_m, dtype)
+    return kernel_spec("softmax_two_pass", softmax_two_pass_kernel, True, num_ctas, N, num_warps, block_m, dtype)
 
 
 # ------------------------------------------------------------------------------------ benchmarks
@@ -306,7 +298,7 @@ ODD_SHAPES = [(32768, 1000), (32768, 3000), (16384, 50000), (8192, 200000)]
 WIDE_SHAPES = [(32768, 65536), (16384, 131072), (8192, 262144), (16384, 50000), (8192, 200000)]
 
 
-def candidates(N: int, dtype: str = "float32", max_ctas: int = MAX_CTAS):
+def candidates(N: int, dtype: str = "float32", max_ctas: int = MAX_CLUSTER_CTAS):
     """Every sensible (CTAs, warps, rows per program) for rows of N: the sweep's search space."""
     block_n = _pow2(N)
     seen, out = set(), []

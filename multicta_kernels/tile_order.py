@@ -1,12 +1,18 @@
-"""Tile orders for matmul-like kernels, and what they cost in L2 traffic (Part 0, chapter 5).
+"""Tile orders for matmul-like kernels, and what they cost in L2 traffic (Part 0, chapters 5 and 6).
 
 A program computes one ``[BM, BN]`` tile of ``C = A @ B`` from a row of ``K`` blocks of A and a
 column of ``K`` blocks of B. Programs that run at the same time share L2: the order in which
-program ids map to tiles decides how many blocks come from DRAM.
+program ids map to tiles decides how many blocks come from DRAM. Each order is here in Python (to
+model and draw) and, for the planar snake, in Gluon (:func:`snake_tile`, what the kernels call); a
+test runs the Gluon source with Python stand-ins and checks the two agree on every tile.
 """
 from __future__ import annotations
 
 from collections import OrderedDict
+
+import multicta_kernels  # noqa: F401
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
 
 
 def _check(m_tiles, n_tiles):
@@ -108,6 +114,28 @@ def planar_snake_tile(lin: int, m_tiles: int, n_tiles: int, minor_dim: int, tile
     if band % 2:
         major = major_size - 1 - major
     return (minor, major) if minor_dim == 0 else (major, minor)
+
+
+@gluon.jit
+def snake_tile(lin, m_tiles, n_tiles, MINOR_DIM: gl.constexpr, TILE_WIDTH: gl.constexpr):
+    """:func:`planar_snake_tile`, in the kernel."""
+    if MINOR_DIM == 0:
+        major_size = n_tiles
+        minor_size = m_tiles
+    else:
+        major_size = m_tiles
+        minor_size = n_tiles
+    band = lin // (TILE_WIDTH * major_size)
+    first = band * TILE_WIDTH
+    width = gl.minimum(minor_size - first, TILE_WIDTH)
+    within = lin - band * TILE_WIDTH * major_size
+    minor = first + within % width
+    major = within // width
+    major = gl.where(band % 2 == 1, major_size - 1 - major, major)
+    if MINOR_DIM == 0:
+        return minor, major
+    else:
+        return major, minor
 
 
 def planar_snake(m_tiles: int, n_tiles: int, minor_dim: int = 0, tile_width: int = 8) -> list[tuple[int, int]]:

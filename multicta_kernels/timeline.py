@@ -526,7 +526,8 @@ def save(trace: Trace, path, env: dict, *, benchmark: str = "timeline", method: 
     if len(trace) > max_rows:
         raise ValueError(f"{len(trace)} rows; trim the trace to at most {max_rows} before saving")
     result = {"benchmark": benchmark, **env,
-              "method": {"profiler": "proton instrumentation backend, data='trace', Default mode "
+              "method": {"timer": "proton intra-kernel instrumentation (per-warp cycle counters), not a benchmark timer",
+                         "profiler": "proton instrumentation backend, data='trace', Default mode "
                                      "(shared-memory buffer, 64-bit cycle counter)",
                          "statistic": "one launch after a warm-up launch, every warp of every CTA kept",
                          "time": trace.meta.get("time"), **(method or {})},

@@ -16,7 +16,8 @@ from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared,
 
 from . import lens
 from .hardware import TCGEN05, check_on_gpu, require
-from .multicast import _desc, _layout, blackwell_multicast_mma, check_operands, check_tma_tensor
+from .cluster import check_operands, check_tma_tensor, descriptor_type, nvmma_layout, operand_cga_layouts
+from .multicast import blackwell_multicast_mma
 
 
 @gluon.jit
@@ -71,20 +72,15 @@ def two_cta_mma_kernel(a_desc, b_desc, c_desc, acc_layout: gl.constexpr):
     tma.store_wait(0)
 
 
-_DT = {"float16": (gl.float16, "fp16"), "bfloat16": (gl.bfloat16, "bf16")}
-
-
 def tile_layouts(M: int, N: int, K: int, two_ctas: bool, dtype: str = "float16") -> dict:
-    """Shared and tensor-memory layouts for one [M, N] tile with depth K (1 CTA, or a 2-CTA pair)."""
-    g = _DT[dtype][0]
-    if two_ctas:
-        a, b, c = [[1, 0]], [[0, 1]], [[1, 0]]      # A split along M, B along N, C along M
-        cta_m = M // 2
-    else:
-        a = b = c = []
-        cta_m = M
-    return dict(a=_layout([M, K], g, a), b=_layout([K, N], g, b), c=_layout([M, N], g, c),
-                acc=TensorMemoryLayout(block=(cta_m, N), col_stride=1, cga_layout=c, two_ctas=two_ctas),
+    """Shared and tensor-memory layouts for one [M, N] tile with depth K (1 CTA, or a 2-CTA pair):
+    the accumulator is split along M by the pair, A and B follow from it (chapter 3)."""
+    dt = lens.DTYPES[dtype].gl
+    acc = [(1, 0)] if two_ctas else []                      # the pair splits C along M
+    a, b = operand_cga_layouts(acc, two_ctas)              # 2-CTA: A along M, B along N
+    return dict(a=nvmma_layout([M, K], dt, a), b=nvmma_layout([K, N], dt, b), c=nvmma_layout([M, N], dt, acc),
+                acc=TensorMemoryLayout(block=(M >> len(acc), N), col_stride=1,     # each CTA's rows of C
+                                       cga_layout=[list(x) for x in acc], two_ctas=two_ctas),
                 num_ctas=2 if two_ctas else 1)
 
 
@@ -112,11 +108,11 @@ def mma_tile(a, b, *, two_ctas: bool = True):
     check_on_gpu(b, "b")
     M, K = a.shape
     N = b.shape[1]
-    L = tile_layouts(M, N, K, two_ctas, str(a.dtype).replace("torch.", ""))
+    lay = tile_layouts(M, N, K, two_ctas, lens.dtype_name(a.dtype))
     c = torch.empty((M, N), device=a.device, dtype=a.dtype)
     kernel = two_cta_mma_kernel if two_ctas else one_cta_mma_kernel
-    kernel[(1,)](TensorDescriptor.from_tensor(a, [M, K], L["a"]), TensorDescriptor.from_tensor(b, [K, N], L["b"]),
-                 TensorDescriptor.from_tensor(c, [M, N], L["c"]), L["acc"], num_warps=4, num_ctas=L["num_ctas"])
+    kernel[(1,)](TensorDescriptor.from_tensor(a, [M, K], lay["a"]), TensorDescriptor.from_tensor(b, [K, N], lay["b"]),
+                 TensorDescriptor.from_tensor(c, [M, N], lay["c"]), lay["acc"], num_warps=4, num_ctas=lay["num_ctas"])
     return c
 
 
@@ -141,25 +137,24 @@ def intensity(tile_m: int, tile_n: int, k: int, two_ctas: bool, elem_bytes: int 
             "flops_per_byte": flops / (a_bytes + b_bytes)}
 
 
-def _spec(name, kernel, two_ctas, M, N, K, dtype="float16"):
-    L = tile_layouts(M, N, K, two_ctas, dtype)
-    t = _DT[dtype][1]
-    sig = {"a_desc": _desc(t, [M, K], L["a"]), "b_desc": _desc(t, [K, N], L["b"]), "c_desc": _desc(t, [M, N], L["c"]),
-           "acc_layout": "constexpr"}
+def tile_spec(name, kernel, two_ctas, M, N, K, dtype="float16"):
+    """The lens spec of either twin for one M x N x K tile."""
+    lay = tile_layouts(M, N, K, two_ctas, dtype)
+    dt = lens.DTYPES[dtype].gl
+    sig = {"a_desc": descriptor_type(dt, [M, K], lay["a"]), "b_desc": descriptor_type(dt, [K, N], lay["b"]),
+           "c_desc": descriptor_type(dt, [M, N], lay["c"]), "acc_layout": "constexpr"}
     expect = ("tcgen05.mma.cta_group::2", "tcgen05.alloc.cta_group::2", "tcgen05.commit.cta_group::2",
               ".reqnctapercluster 2") if two_ctas else ("tcgen05.mma.cta_group::1", "tcgen05.alloc.cta_group::1")
-    return lens.KernelSpec(name, kernel, sig, {"acc_layout": L["acc"]}, {"num_warps": 4, "num_ctas": L["num_ctas"]},
+    return lens.KernelSpec(name, kernel, sig, {"acc_layout": lay["acc"]}, {"num_warps": 4, "num_ctas": lay["num_ctas"]},
                            targets=("sm_100a",), expect=expect)
 
 
-@lens.register("two_cta_mma", examples=[{}, {"N": 256, "K": 64}, {"dtype": "bfloat16"}])
 def two_cta_mma_spec(N: int = 128, K: int = 64, dtype: str = "float16"):
-    return _spec("two_cta_mma", two_cta_mma_kernel, True, 256, N, K, dtype)
+    return tile_spec("two_cta_mma", two_cta_mma_kernel, True, 256, N, K, dtype)
 
 
-@lens.register("one_cta_mma", examples=[{}, {"dtype": "bfloat16"}])
 def one_cta_mma_spec(N: int = 128, K: int = 64, dtype: str = "float16"):
-    return _spec("one_cta_mma", one_cta_mma_kernel, False, 128, N, K, dtype)
+    return tile_spec("one_cta_mma", one_cta_mma_kernel, False, 128, N, K, dtype)
 
 
 def draw_pair(M: int = 256, N: int = 128, K: int = 64):
@@ -169,9 +164,9 @@ def draw_pair(M: int = 256, N: int = 128, K: int = 64):
     import numpy as np
     from matplotlib.colors import ListedColormap
     from .layouts import PALETTE, cta_owner, ownership
-    L = tile_layouts(M, N, K, True)
-    a = ownership(L["a"], [M, K]).cta
-    b = ownership(L["b"], [K, N]).cta
+    lay = tile_layouts(M, N, K, True)
+    a = ownership(lay["a"], [M, K]).cta
+    b = ownership(lay["b"], [K, N]).cta
     c = np.log2(cta_owner([[1, 0]], [M, N], 2)).astype(int)
     cmap = ListedColormap(PALETTE[:2])
     fig, axes = plt.subplots(1, 3, figsize=(11, 3.8), gridspec_kw={"width_ratios": [K, N, N]})

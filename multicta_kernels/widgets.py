@@ -361,9 +361,9 @@ def _acc_bases(acc_bases):
 
 def receivers_table(acc_bases="[(1, 0), (2, 0)]", two_ctas: bool = False) -> list:
     """Rows [operand, tile, receiving CTAs, multicast mask] for an accumulator ``cga_layout``."""
-    from . import multicast as mc
+    from . import cluster, multicast as mc
     acc = _acc_bases(acc_bases)
-    a_b, b_b = mc.operand_cga_layouts(acc, two_ctas)
+    a_b, b_b = cluster.operand_cga_layouts(acc, two_ctas)
     n = 1 << len(acc)
     rows = []
     for name, bases in (("A", a_b), ("B", b_b)):
@@ -376,9 +376,9 @@ def receivers_figure(acc_bases="[(1, 0), (2, 0)]", two_ctas: bool = False):
     """:func:`multicta_kernels.multicast.draw_receivers` for these accumulator bases."""
     import matplotlib.pyplot as plt
 
-    from . import multicast as mc
+    from . import cluster, multicast as mc
     acc = _acc_bases(acc_bases)
-    mc.operand_cga_layouts(acc, two_ctas)            # validates (ValueError) before anything is drawn
+    cluster.operand_cga_layouts(acc, two_ctas)            # validates (ValueError) before anything is drawn
     fig, ax = plt.subplots(figsize=(3.6, 3.6))
     try:
         mc.draw_receivers(acc, two_ctas, ax=ax)

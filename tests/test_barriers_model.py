@@ -3,7 +3,7 @@ import random
 
 import pytest
 
-from multicta_kernels import barriers, lens
+from multicta_kernels import barriers, catalog, lens
 from multicta_kernels.barriers import BarrierLayoutModel, BarrierSim
 
 
@@ -123,7 +123,7 @@ def test_data_hand_offs_are_fenced_at_cluster_scope(name, params):
     (itself after the CTA barrier, since one thread arrives for all), and every read of a peer's
     shared memory after a wait comes after a fence."""
     from multicta_kernels import lens
-    ptx = lens.compile(name, "sm_90a", **params).ptx
+    ptx = catalog.compile(name, "sm_90a", **params).ptx
     dirty, waited, arrives = False, False, 0
     for _, op, line in lens.instructions(ptx):
         if op.startswith(("st.shared", "stmatrix", "ld.shared::cluster")) and "mbarrier" not in line:

@@ -14,7 +14,7 @@ from multicta_kernels.hardware import TCGEN05, UnsupportedHardwareError
 
 def test_kernel_snake_helper_matches_python():
     """Run the kernel helper's own source with Python stand-ins for gl.minimum and gl.where."""
-    fn = cm.planar_snake.fn
+    fn = tile_order.snake_tile.fn
     g = fn.__globals__
     saved = g["gl"]
     g["gl"] = types.SimpleNamespace(minimum=min, where=lambda c, a, b: a if c else b)

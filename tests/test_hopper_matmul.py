@@ -22,7 +22,7 @@ def test_compiles_with_wgmma_and_multicast(name):
     k = lens.compile(hm.hopper_matmul_spec(**cfg), "sm_90a")
     assert all(k.census(k.spec.expect).values()), k.census(k.spec.expect)
     assert k.census(["ld.local"])["ld.local"] == 0                   # no register spills
-    assert k.shared_bytes <= hm.SMEM_LIMIT
+    assert k.shared_bytes <= hardware.SMEM_PER_CTA
     if cfg.get("num_ctas", hm.CONFIG["num_ctas"]) > 1:
         assert ".reqnctapercluster" in k.ptx and ".multicast::cluster" in k.ptx
 

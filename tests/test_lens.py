@@ -4,17 +4,17 @@ import dataclasses
 
 import pytest
 
-from multicta_kernels import lens
+from multicta_kernels import catalog, lens
 
 CASES = [(name, params, target)
-         for name, examples in lens.registered().items()
+         for name, examples in catalog.registered().items()
          for params in examples
-         for target in lens.spec(name, **params).targets]
+         for target in catalog.spec(name, **params).targets]
 
 
 @pytest.mark.parametrize("name, params, target", CASES, ids=lambda v: str(v))
 def test_compiles_with_its_instructions(name, params, target):
-    k = lens.compile(name, target, **params)
+    k = catalog.compile(name, target, **params)
     assert k.ptx.startswith("//") and ".entry" in k.ptx
     counts = k.census(k.spec.expect)
     missing = [p for p, n in counts.items() if n == 0]
@@ -25,25 +25,25 @@ def test_compiles_with_its_instructions(name, params, target):
 @pytest.mark.parametrize("ctas", [2, 4, 8, 16])
 def test_cluster_size_is_declared(ctas):
     for target in ("sm_90a", "sm_100a"):
-        ptx = lens.compile("softmax", target, num_ctas=ctas).ptx
+        ptx = catalog.compile("softmax", target, num_ctas=ctas).ptx
         assert f".reqnctapercluster {ctas}" in ptx
 
 
 def test_one_cta_has_no_cluster_code():
-    counts = lens.compile("softmax", "sm_90a", num_ctas=1).census(
+    counts = catalog.compile("softmax", "sm_90a", num_ctas=1).census(
         [".reqnctapercluster", "mapa", "shared::cluster", "barrier.cluster"])
     assert set(counts.values()) == {0}
 
 
 def test_fused_softmax_has_fewer_cluster_barriers():
     for target in ("sm_90a", "sm_100a"):
-        two = lens.compile("softmax_two_pass", target, num_ctas=4).census(["barrier.cluster.wait"])
-        one = lens.compile("softmax", target, num_ctas=4).census(["barrier.cluster.wait"])
+        two = catalog.compile("softmax_two_pass", target, num_ctas=4).census(["barrier.cluster.wait"])
+        one = catalog.compile("softmax", target, num_ctas=4).census(["barrier.cluster.wait"])
         assert one["barrier.cluster.wait"] < two["barrier.cluster.wait"]
 
 
 def test_alignment_hint_keeps_vector_loads():
-    spec = lens.spec("softmax", num_ctas=1, N=3000)
+    spec = catalog.spec("softmax", num_ctas=1, N=3000)
     scalar = dataclasses.replace(spec, constexprs={**spec.constexprs, "ALIGN": 1})
     aligned = lens.compile(spec, "sm_90a").census(["ld.global.v4", "ld.global.b32"])
     unaligned = lens.compile(scalar, "sm_90a").census(["ld.global.v4", "ld.global.b32"])
@@ -52,7 +52,7 @@ def test_alignment_hint_keeps_vector_loads():
 
 
 def test_compile_error_is_one_clear_line():
-    spec = lens.spec("softmax", num_ctas=4)
+    spec = catalog.spec("softmax", num_ctas=4)
     broken = dataclasses.replace(spec, options={**spec.options, "num_ctas": 2})   # layout says 4 CTAs
     with pytest.raises(ValueError, match="exactly 1 bases"):                        # refused before Triton
         lens.compile(broken, "sm_90a")
@@ -64,10 +64,10 @@ def test_compile_error_is_one_clear_line():
 
 
 def test_unknown_names_and_targets():
-    with pytest.raises(KeyError, match="registered"):
-        lens.spec("no_such_kernel")
+    with pytest.raises(KeyError, match="in the catalog"):
+        catalog.spec("no_such_kernel")
     with pytest.raises(ValueError, match="unknown target"):
-        lens.compile("softmax", "sm_80")
+        catalog.compile("softmax", "sm_80")
 
 
 def test_census_and_excerpt():
@@ -80,7 +80,7 @@ def test_census_and_excerpt():
 
 
 def test_bad_cluster_sizes_and_layouts_are_refused_before_triton():
-    spec = lens.spec("softmax", num_ctas=4)
+    spec = catalog.spec("softmax", num_ctas=4)
     with pytest.raises(ValueError, match="power of two from 1 to 16"):
         lens.compile(dataclasses.replace(spec, options={**spec.options, "num_ctas": 32}), "sm_90a")
     from triton.experimental.gluon import language as gl
@@ -93,7 +93,7 @@ def test_a_compile_that_aborts_becomes_one_line_with_tritons_message():
     """What validation cannot know (here a linear layout Triton rejects by aborting) is compiled in a
     child process: the reader gets Triton's own words, and the notebook survives."""
     from triton.experimental.gluon import language as gl
-    spec = lens.spec("softmax", num_ctas=2, N=64, num_warps=1)
+    spec = catalog.spec("softmax", num_ctas=2, N=64, num_warps=1)
     bad = gl.DistributedLinearLayout([[0, 0, 1], [0, 0, 2]], [[0, 0, 4], [0, 0, 8], [0, 0, 16], [0, 0, 0], [0, 0, 0]],
                                      [], [[0, 1, 1]], [1, 2, 32])
     with pytest.raises(lens.LensCompileError, match="aborted.*at most one dimension") as err:
@@ -102,7 +102,7 @@ def test_a_compile_that_aborts_becomes_one_line_with_tritons_message():
 
 
 def test_specialise_turns_ones_into_constants_as_a_launch_does():
-    spec = lens.spec("softmax", num_ctas=2)
+    spec = catalog.spec("softmax", num_ctas=2)
     s = lens.specialise(spec, M=1, n_div=4096)
     assert s.signature["M"] == "constexpr" and s.constexprs["M"] == 1
     assert s.signature["n_div"] == "i32" and "n_div" in s.divisible

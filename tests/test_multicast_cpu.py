@@ -4,14 +4,15 @@ import random
 import pytest
 import torch
 
+from multicta_kernels import cluster
 from multicta_kernels import multicast as mc
 from multicta_kernels.layouts import check_cga_layout
 
 
 def test_seed_examples():
-    assert mc.operand_cga_layouts([(1, 0), (2, 0), (0, 1)]) == ([(1, 0), (2, 0), (0, 0)], [(0, 0), (0, 0), (0, 1)])
-    assert mc.operand_cga_layouts([(1, 0), (2, 0)], two_ctas=True) == ([(1, 0), (2, 0)], [(0, 1), (0, 0)])
-    assert mc.operand_cga_layouts([(1, 0), (0, 1)], two_ctas=True) == ([(1, 0), (0, 0)], [(0, 1), (0, 2)])
+    assert cluster.operand_cga_layouts([(1, 0), (2, 0), (0, 1)]) == ([(1, 0), (2, 0), (0, 0)], [(0, 0), (0, 0), (0, 1)])
+    assert cluster.operand_cga_layouts([(1, 0), (2, 0)], two_ctas=True) == ([(1, 0), (2, 0)], [(0, 1), (0, 0)])
+    assert cluster.operand_cga_layouts([(1, 0), (0, 1)], two_ctas=True) == ([(1, 0), (0, 0)], [(0, 1), (0, 2)])
 
 
 def _random_acc(rng, n):
@@ -29,7 +30,7 @@ def _random_acc(rng, n):
 def test_properties_on_random_layouts(seed):
     rng = random.Random(seed)
     acc = _random_acc(rng, rng.randrange(1, 5))
-    a, b = mc.operand_cga_layouts(acc)
+    a, b = cluster.operand_cga_layouts(acc)
     assert all(x[1] == 0 for x in a) and all(x[0] == 0 for x in b)          # K is never split
     assert [x[0] for x in a] == [m for m, _ in acc] and [x[1] for x in b] == [n for _, n in acc]
     n = 1 << len(acc)
@@ -38,7 +39,7 @@ def test_properties_on_random_layouts(seed):
             same_rows = mc.tile_of(acc, c)[0] == mc.tile_of(acc, d)[0]
             assert (mc.tile_of(a, c) == mc.tile_of(a, d)) == same_rows
     if acc[0] == (1, 0):
-        a2, b2 = mc.operand_cga_layouts(acc, two_ctas=True)
+        a2, b2 = cluster.operand_cga_layouts(acc, two_ctas=True)
         assert a2[0] == (1, 0) and b2[0] == (0, 1)
         assert all(x[1] == 0 for x in a2[1:]) and all(x[0] == 0 for x in b2[1:])
         check_cga_layout([list(x) for x in b2 if x != (0, 0)], 1 << sum(1 for x in b2 if x != (0, 0)), 2)
@@ -46,11 +47,11 @@ def test_properties_on_random_layouts(seed):
 
 def test_two_ctas_needs_an_m_pair():
     with pytest.raises(ValueError, match="first basis to be \\(1, 0\\)"):
-        mc.operand_cga_layouts([(0, 1)], two_ctas=True)
+        cluster.operand_cga_layouts([(0, 1)], two_ctas=True)
 
 
 def test_multicast_masks():
-    a, b = mc.operand_cga_layouts([(1, 0), (2, 0), (0, 1)])
+    a, b = cluster.operand_cga_layouts([(1, 0), (2, 0), (0, 1)])
     assert mc.multicast_mask(a, 0, 8) == 0b00010001          # CTAs 0 and 4 share A's first row block
     assert mc.multicast_mask(b, 0, 8) == 0b00001111          # CTAs 0..3 share B's first column block
     assert mc.receivers(b, 8) == {(0, 0): [0, 1, 2, 3], (0, 1): [4, 5, 6, 7]}
@@ -58,7 +59,7 @@ def test_multicast_masks():
 
 @pytest.mark.parametrize("call, exc, msg", [
     (lambda: mc.multicast_copy(torch.randn(64, 64, dtype=torch.float16), 3), ValueError, "power of two"),
-    (lambda: mc.multicast_copy(torch.randn(64, 64, dtype=torch.float16), 1), ValueError, "at least 2 CTAs"),
+    (lambda: mc.multicast_copy(torch.randn(64, 64, dtype=torch.float16), 1), ValueError, "from 2 to 16"),
     (lambda: mc.multicast_copy(torch.randn(64, 64, dtype=torch.float16), 32), ValueError, "power of two"),
     (lambda: mc.multicast_copy(torch.randint(0, 9, (64, 64), dtype=torch.int32), 2), TypeError, "float16, bfloat16 or float32"),
     (lambda: mc.multicast_copy(torch.randn(64, 64, dtype=torch.float64), 2), TypeError, "float16, bfloat16 or float32"),
@@ -87,17 +88,17 @@ def test_a_cpu_tensor_on_a_gpu_machine_is_told_to_move():
 
 
 def test_barriers_are_invalidated_before_the_epilogue_reuses_their_bytes():
-    from multicta_kernels import lens
-    k = lens.compile("blackwell_multicast_mma", "sm_100a")
+    from multicta_kernels import catalog, lens
+    k = catalog.compile("blackwell_multicast_mma", "sm_100a")
     assert k.census(["mbarrier.inval"])["mbarrier.inval"] == 2
     for release, count in ((0, 3), (1, 9)):                  # 3 stages: ready; + empty and go with the gather
-        k = lens.compile("hopper_multicast_matmul", "sm_90a", num_ctas=2, release=release)
+        k = catalog.compile("hopper_multicast_matmul", "sm_90a", num_ctas=2, release=release)
         assert k.census(["mbarrier.inval"])["mbarrier.inval"] == count
 
 
 
 
-@pytest.mark.parametrize("params", [p for p in __import__("multicta_kernels").lens.registered()["tile_stream"]])
+@pytest.mark.parametrize("params", [p for p in __import__("multicta_kernels.catalog").catalog.registered()["tile_stream"]])
 def test_tile_stream_compiles_for_a_stream_of_one_tile(params):
     """TILES = 1 once became a constant at launch; with the gather release the barriers then looked
     unused and the compile failed on the H200 ("found at least one mbarrier.init op but could not find

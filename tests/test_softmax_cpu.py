@@ -63,8 +63,8 @@ def test_refused_without_clusters_before_writing():
 
 def test_sizes_of_one_compile():
     """A launch turns M = 1 (and N / ALIGN = 1) into constants: both kernels still compile."""
-    from multicta_kernels import lens
+    from multicta_kernels import catalog, lens
     for name in ("softmax", "softmax_two_pass"):
-        spec = lens.spec(name, num_ctas=4)
+        spec = catalog.spec(name, num_ctas=4)
         for sizes in ({"M": 1}, {"n_div": 1}, {"x_stride_div": 1, "out_stride_div": 1}):
             assert ".reqnctapercluster 4" in lens.compile(lens.specialise(spec, **sizes), "sm_90a").ptx

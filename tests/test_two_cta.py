@@ -3,14 +3,14 @@ validation; and, on Blackwell, correctness against torch.matmul."""
 import pytest
 import torch
 
-from multicta_kernels import hardware, lens, two_cta
+from multicta_kernels import catalog, hardware, lens, two_cta
 from multicta_kernels.checks import assert_matmul_close
 from multicta_kernels.hardware import TCGEN05, UnsupportedHardwareError
 
 
 def test_twins_differ_exactly_in_cta_group():
-    two = lens.compile("two_cta_mma", "sm_100a")
-    one = lens.compile("one_cta_mma", "sm_100a")
+    two = catalog.compile("two_cta_mma", "sm_100a")
+    one = catalog.compile("one_cta_mma", "sm_100a")
     assert all(two.census(["tcgen05.mma.cta_group::2", "tcgen05.alloc.cta_group::2", ".reqnctapercluster 2",
                            "tcgen05.commit.cta_group::2.mbarrier::arrive::one.shared::cluster.multicast::cluster"]).values())
     assert "cta_group::2" not in one.ptx and ".reqnctapercluster" not in one.ptx
@@ -19,7 +19,7 @@ def test_twins_differ_exactly_in_cta_group():
 
 def test_two_cta_kernels_are_blackwell_only():
     with pytest.raises(ValueError, match="written for sm_100a only"):
-        lens.compile("two_cta_mma", "sm_90a")
+        catalog.compile("two_cta_mma", "sm_90a")
 
 
 def test_intensity_numbers():
@@ -49,9 +49,9 @@ def test_barriers_are_invalidated_before_their_bytes_are_reused():
     """c_smem is allocated after the MMA: the allocator may give it the barriers' bytes (the whole
     kernel's shared memory is the size of c_smem alone), and PTX requires mbarrier.inval first."""
     for name in ("two_cta_mma", "one_cta_mma"):
-        k = lens.compile(name, "sm_100a")
+        k = catalog.compile(name, "sm_100a")
         assert k.census(["mbarrier.inval"])["mbarrier.inval"] == 2, name
-    k = lens.compile("two_cta_mma", "sm_100a")
+    k = catalog.compile("two_cta_mma", "sm_100a")
     assert k.shared_bytes == 128 * 128 * 2             # c_smem alone: A, B and the barriers share its bytes
 
 

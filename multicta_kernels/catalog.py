@@ -1,0 +1,71 @@
+"""The book's kernels by name, in book order: what the lens compiles, the tests check and the notebooks show.
+
+Each entry is a spec factory of a chapter module (it returns a :class:`~multicta_kernels.lens.KernelSpec`)
+and the parameter sets the tests compile for every target. The lens itself knows no chapter::
+
+    from multicta_kernels import catalog
+    k = catalog.compile("softmax", "sm_100a", num_ctas=4)     # cached
+    k.census(["barrier.cluster.wait"])
+"""
+from __future__ import annotations
+
+import functools
+
+from . import barriers, clc_matmul, cluster, foundations, hopper_matmul, lens, multicast, softmax, two_cta
+
+KERNELS = {   # name: (spec factory, parameter sets the tests compile)
+    # Part 0
+    "tl_scale": (foundations.scale_spec, [{}]),
+    "tl_hinted_copy": (foundations.hinted_copy_spec, [{"hint": True}, {"hint": False}]),
+    "tl_asin": (foundations.asin_spec, [{}]),
+    "tl_persistent_matmul": (foundations.persistent_matmul_spec, [{}]),
+    # chapter 1
+    "softmax": (softmax.softmax_spec, [{"num_ctas": c} for c in (1, 2, 4, 8, 16)]),
+    "softmax_two_pass": (softmax.softmax_two_pass_spec, [{"num_ctas": c} for c in (1, 4, 16)]),
+    # chapter 2
+    "cluster_exchange": (barriers.exchange_spec, [{"num_ctas": c} for c in (2, 4, 8, 16)]),
+    "ping_pong": (barriers.ping_pong_spec, [{"num_ctas": c} for c in (2, 16)]),
+    "pair_sum": (barriers.pair_sum_spec, [{}]),
+    "barrier_cost": (barriers.barrier_cost_spec, [{"num_ctas": c, "mode": m} for c in (2, 16) for m in barriers.MODES]),
+    # chapter 3
+    "multicast_copy": (multicast.multicast_copy_spec,
+                       [{"num_ctas": c, "multicast": m} for c in (2, 16) for m in (True, False)]),
+    "tile_stream": (multicast.tile_stream_spec,
+                    [{"num_ctas": 4, "multicast": m, "release": r} for m in (True, False)
+                     for r in (cluster.RELEASE_CLUSTER_BARRIER, cluster.RELEASE_GATHER)]),
+    "hopper_multicast_matmul": (multicast.hopper_multicast_matmul_spec,
+                                [{"num_ctas": c, "release": r} for c in (2, 4)
+                                 for r in (cluster.RELEASE_CLUSTER_BARRIER, cluster.RELEASE_GATHER)]),
+    "blackwell_multicast_mma": (multicast.blackwell_multicast_mma_spec,
+                                [{}, {"two_ctas": False, "acc_bases": ((1, 0),), "BM": 256}]),
+    # chapter 4
+    "two_cta_mma": (two_cta.two_cta_mma_spec, [{}, {"N": 256, "K": 64}, {"dtype": "bfloat16"}]),
+    "one_cta_mma": (two_cta.one_cta_mma_spec, [{}, {"dtype": "bfloat16"}]),
+    # chapter 5
+    "clc_matmul": (clc_matmul.clc_matmul_spec, [{}, {"cga_layout": ((1, 0), (2, 0))}, {"dtype": "bfloat16"}]),
+    # chapter 6
+    "hopper_matmul": (hopper_matmul.hopper_matmul_spec,
+                      [{}, {"num_ctas": 4}, {"num_ctas": 2}, {"dtype": "bfloat16"}, {"warp_specialize": False},
+                       {"consumers": 2, "block_m": 64}, {"epilogue_n": 64, "stages": 4}]),
+}
+
+
+def registered() -> dict[str, list[dict]]:
+    """Every kernel's name with the parameter sets the tests compile."""
+    return {name: list(examples) for name, (_, examples) in KERNELS.items()}
+
+
+def spec(name: str, **params) -> lens.KernelSpec:
+    if name not in KERNELS:
+        raise KeyError(f"no kernel named {name!r} in the catalog; it has {sorted(KERNELS)}")
+    return KERNELS[name][0](**params)
+
+
+def compile(name: str, target: str = "sm_90a", **params) -> lens.Compiled:
+    """``lens.compile(spec(name, **params), target)``, cached: notebooks and tests ask for the same ones."""
+    return _compiled(name, target, tuple(sorted(params.items())))
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled(name, target, params):
+    return lens.compile(spec(name, **dict(params)), target)
