@@ -316,14 +316,12 @@ def _tl_spec(name, fn, signature, constexprs, num_warps=4, divisible=(), expect=
                            options={"num_warps": num_warps}, language="triton", divisible=divisible, expect=expect)
 
 
-@lens.register("tl_scale", examples=[{}])
 def scale_spec():
     return _tl_spec("tl_scale", scale_kernel, {"x_ptr": "*fp32", "y_ptr": "*fp32", "n": "i32", "alpha": "fp32",
                                                "BLOCK": "constexpr"}, {"BLOCK": 1024},
                     divisible=("x_ptr", "y_ptr", "n"), expect=("ld.global.v4", "mul.f32"))
 
 
-@lens.register("tl_hinted_copy", examples=[{"hint": True}, {"hint": False}])
 def hinted_copy_spec(hint: bool = True):
     return _tl_spec("tl_hinted_copy", hinted_copy_kernel,
                     {"x_ptr": "*fp32", "y_ptr": "*fp32", "n": "i32", "start": "i32", "BLOCK": "constexpr",
@@ -331,13 +329,11 @@ def hinted_copy_spec(hint: bool = True):
                     expect=("ld.global",))
 
 
-@lens.register("tl_asin", examples=[{}])
 def asin_spec():
     return _tl_spec("tl_asin", asin_kernel, {"x_ptr": "*fp32", "y_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"},
                     {"BLOCK": 1024}, divisible=("x_ptr", "y_ptr"), expect=("ld.global",))
 
 
-@lens.register("tl_persistent_matmul", examples=[{}])
 def persistent_matmul_spec():
     return _tl_spec("tl_persistent_matmul", persistent_matmul_kernel,
                     {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp32", "M": "i32", "N": "i32", "K": "i32",
