@@ -3,9 +3,12 @@
     python -m multicta_kernels.bench softmax --out results/h200/softmax.json
 
 Every recorded number comes from this command on a real GPU. Ceilings are measured in the same
-run (device-to-device copy bandwidth; cuBLAS through Triton's CublasLt binding), times are
-medians of ``triton.testing.do_bench_cudagraph`` on fresh random data, and results are written as
-JSON with their provenance (GPU, driver, versions, date, method).
+run (device-to-device copy bandwidth; cuBLAS through Triton's CublasLt binding). Times are medians
+on fresh random data: ``triton.testing.do_bench_cudagraph`` for the softmax (short kernels whose
+launch gaps a CUDA graph removes), ``do_bench`` where a graph cannot capture the work (cuBLAS
+through Triton's binding, and so every matmul, to time both sides alike) or where the kernel is
+long enough (the multicast and barrier benchmarks). Each result records its timer under
+``method.timer``; results are written as JSON with their provenance (GPU, driver, versions, date).
 """
 from __future__ import annotations
 

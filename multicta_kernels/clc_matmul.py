@@ -27,8 +27,8 @@ from triton.experimental.gluon.language.nvidia.blackwell import (TensorMemoryLay
 from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier, tma
 
 from . import lens
-from .cluster import check_m_split, descriptor_type, nvmma_layout, operand_cga_layouts, prepare_matmul, stage_of
-from .hardware import SMEM_PER_CTA, TCGEN05, TMEM_COLUMNS, log2
+from .cluster import check_m_split, matmul_spec, nvmma_layout, operand_cga_layouts, prepare_matmul, stage_of
+from .hardware import SMEM_PER_CTA, TCGEN05, TMEM_COLUMNS, log2, require
 from .tile_order import snake_tile
 
 CLC_SLOTS = gl.constexpr(2)          # CLC answers in flight
@@ -309,14 +309,9 @@ def clc_matmul(a, b, out=None, **config):
 
 def clc_matmul_spec(dtype: str = "float16", **config):
     p = plan(8192, 8192, 4096, lens.DTYPES[dtype].gl, **{**CONFIG, **config})
-    sig = {"a_desc": descriptor_type(p.dtype, [p.tile_m, p.block_k], p.a),
-           "b_desc": descriptor_type(p.dtype, [p.block_k, p.block_n], p.b),
-           "c_desc": descriptor_type(p.dtype, [p.tile_m, p.epilogue_n], p.c),
-           "M": "i32", "N": "i32", "K": "i32", **{k: "constexpr" for k in p.constexprs()}}
-    expect = ("clusterlaunchcontrol.try_cancel", "multicast::cluster::all", "tcgen05.mma.cta_group::2",
-              "cp.async.bulk.tensor", ".reqnctapercluster")
-    return lens.KernelSpec("clc_matmul", clc_matmul_kernel, sig, p.constexprs(),
-                           {"num_warps": 4, "num_ctas": p.num_ctas}, targets=("sm_100a",), expect=expect)
+    return matmul_spec("clc_matmul", clc_matmul_kernel, p, 4, ("sm_100a",),
+                       ("clusterlaunchcontrol.try_cancel", "multicast::cluster::all", "tcgen05.mma.cta_group::2",
+                        "cp.async.bulk.tensor", ".reqnctapercluster"))
 
 
 # ------------------------------------------------------------------------ the anatomy, as data

@@ -161,6 +161,16 @@ def ring_barriers(STAGES: gl.constexpr, RELEASE: gl.constexpr, group_all: gl.con
 
 # -------------------------------------------------------------------------- the matmul front end
 
+def matmul_spec(name, kernel, plan, num_warps: int, targets: tuple, expect: tuple) -> lens.KernelSpec:
+    """The lens spec of a persistent matmul from its plan (an 8192 x 8192 x 4096 problem's descriptors)."""
+    sig = {"a_desc": descriptor_type(plan.dtype, [plan.tile_m, plan.block_k], plan.a),
+           "b_desc": descriptor_type(plan.dtype, [plan.block_k, plan.block_n], plan.b),
+           "c_desc": descriptor_type(plan.dtype, [plan.tile_m, plan.epilogue_n], plan.c),
+           "M": "i32", "N": "i32", "K": "i32", **{k: "constexpr" for k in plan.constexprs()}}
+    return lens.KernelSpec(name, kernel, sig, plan.constexprs(), {"num_warps": num_warps, "num_ctas": plan.num_ctas},
+                           targets=targets, expect=expect)
+
+
 @dataclass(frozen=True)
 class MatmulCall:
     """One validated call of a persistent matmul wrapper: its options, plan, output and descriptors."""

@@ -209,31 +209,30 @@ def check_mma_tile():
     return "1-CTA 128x128x64 and 2-CTA 256x128x64, bf16"
 
 
-def check_clc_matmul():
-    from . import clc_matmul as cm
+def _matmul_cases(matmul, cases):
+    """Each (shape, options) case: fresh fp16 operands, a NaN-poisoned output, element-wise check."""
     from .checks import assert_matmul_close, poisoned
-    cases = [((1000, 776, 328), {}), ((1, 256, 64), {}), ((700, 520, 200), {"cga_layout": ((1, 0), (2, 0))}),
-             ((600, 1024, 256), {"block_n": 128, "epilogue_n": 128, "stages": 4})]
     for shape, cfg in cases:
         M, N, K = _shape(*shape)
         a, b = _rand(M, K, dtype="float16"), _rand(K, N, dtype="float16")
         c = poisoned((M, N), a.dtype)
-        cm.clc_matmul(a, b, out=c, **cfg)
-        assert_matmul_close(c, a, b, f"clc_matmul {M}x{N}x{K} {cfg}")
+        matmul(a, b, out=c, **cfg)
+        assert_matmul_close(c, a, b, f"{matmul.__name__} {M}x{N}x{K} {cfg}")
+
+
+def check_clc_matmul():
+    from . import clc_matmul as cm
+    _matmul_cases(cm.clc_matmul, [((1000, 776, 328), {}), ((1, 256, 64), {}),
+                                  ((700, 520, 200), {"cga_layout": ((1, 0), (2, 0))}),
+                                  ((600, 1024, 256), {"block_n": 128, "epilogue_n": 128, "stages": 4})])
     return "2 and 4 CTAs, edge tiles, M = 1, one sub-tile per tile"
 
 
 def check_hopper_matmul():
     from . import hopper_matmul as hm
-    from .checks import assert_matmul_close, poisoned
-    cases = [((1000, 776, 328), {}), ((1, 256, 64), {}), ((700, 520, 200), {"num_ctas": 4}),
-             ((600, 1024, 256), hm.VARIANTS["ping-pong"]), ((300, 264, 136), {"warp_specialize": False, "num_ctas": 2})]
-    for shape, cfg in cases:
-        M, N, K = _shape(*shape)
-        a, b = _rand(M, K, dtype="float16"), _rand(K, N, dtype="float16")
-        c = poisoned((M, N), a.dtype)
-        hm.hopper_matmul(a, b, out=c, **cfg)
-        assert_matmul_close(c, a, b, f"hopper_matmul {M}x{N}x{K} {cfg}")
+    _matmul_cases(hm.hopper_matmul, [((1000, 776, 328), {}), ((1, 256, 64), {}), ((700, 520, 200), {"num_ctas": 4}),
+                                     ((600, 1024, 256), hm.VARIANTS["ping-pong"]),
+                                     ((300, 264, 136), {"warp_specialize": False, "num_ctas": 2})])
     return "1, 2, 4 CTAs, ping-pong, non-WS, edge tiles, M = 1"
 
 
@@ -291,8 +290,9 @@ class Outcome:
 def _child(names: list[str]) -> None:
     """Run checks in this process, reporting each on stdout between markers the parent reads."""
     import importlib
-    if os.environ.get("TRITON_INSTRUMENTATION_MODE") == "consan":
-        import torch
+
+    import torch
+    if os.environ.get("TRITON_INSTRUMENTATION_MODE") == "consan":        # its checks need global scratch
         import triton
         triton.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8, device="cuda"))
     for name in names:
@@ -301,7 +301,6 @@ def _child(names: list[str]) -> None:
         module, fn = check.fn.split(":")
         try:
             detail = getattr(importlib.import_module(module), fn)()
-            import torch
             if torch.cuda.is_available():
                 torch.cuda.synchronize()
         except AssertionError as exc:

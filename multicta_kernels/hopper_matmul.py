@@ -28,7 +28,7 @@ from triton.experimental.gluon.language.nvidia import hopper
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma
 
 from . import lens
-from .cluster import (RELEASE_GATHER, RELEASE_NONE, descriptor_type, group_barrier_layout, nvmma_layout,
+from .cluster import (RELEASE_GATHER, RELEASE_NONE, group_barrier_layout, matmul_spec, nvmma_layout,
                       operand_cga_layouts, prepare_matmul, release, ring_barriers, stacked_along_m, stage_of)
 from .hardware import SMEM_PER_CTA, WGMMA, require
 from .tile_order import snake_tile
@@ -436,14 +436,9 @@ ABLATION = {
 
 def hopper_matmul_spec(dtype: str = "float16", **config):
     p = plan(8192, 8192, 4096, lens.DTYPES[dtype].gl, **{**CONFIG, **config})
-    sig = {"a_desc": descriptor_type(p.dtype, [p.tile_m, p.block_k], p.a),
-           "b_desc": descriptor_type(p.dtype, [p.block_k, p.block_n], p.b),
-           "c_desc": descriptor_type(p.dtype, [p.tile_m, p.epilogue_n], p.c),
-           "M": "i32", "N": "i32", "K": "i32", **{k: "constexpr" for k in p.constexprs()}}
     expect = ("wgmma.mma_async", "cp.async.bulk.tensor") + (
         (".multicast::cluster", ".reqnctapercluster", "mbarrier.arrive.shared::cluster") if p.num_ctas > 1 else ())
-    return lens.KernelSpec("hopper_matmul", p.kernel, sig, p.constexprs(),
-                           {"num_warps": p.num_warps, "num_ctas": p.num_ctas}, targets=("sm_90a",), expect=expect)
+    return matmul_spec("hopper_matmul", p.kernel, p, p.num_warps, ("sm_90a",), expect)
 
 
 # ------------------------------------------------------------------------------------ the ceiling
@@ -585,5 +580,19 @@ def record_l2(csv_path, out, env: dict) -> dict:
     return result
 
 
+def main(argv=None) -> None:
+    """``python -m multicta_kernels.hopper_matmul``: the launches ``L2_COMMAND`` profiles; with
+    ``--record-l2 CSV OUT``, turn ncu's CSV into the recorded result (run it on the GPU node)."""
+    import argparse
+    from . import bench
+    ap = argparse.ArgumentParser(prog="python -m multicta_kernels.hopper_matmul", description=main.__doc__)
+    ap.add_argument("--record-l2", nargs=2, metavar=("CSV", "OUT"), help="ncu's CSV in, a result JSON out")
+    args = ap.parse_args(argv)
+    if args.record_l2:
+        record_l2(args.record_l2[0], args.record_l2[1], bench.environment())
+    else:
+        profile_launches()
+
+
 if __name__ == "__main__":
-    profile_launches()
+    main()

@@ -106,13 +106,20 @@ def ownership(layout, shape) -> Ownership:
     The layout and shape are validated first (Triton aborts the process on some bad ones), and the
     view is computed in a child process (:mod:`multicta_kernels.isolation`), so whatever slips
     through costs an exception, not the notebook."""
-    from triton.experimental.gluon.language._layouts import SharedLayout
     from .isolation import isolated
     shape = check_shape(shape, layout_rank(layout))
     check_layout_for(layout, layout_ctas(layout))
-    if isinstance(layout, SharedLayout):
+    if is_shared(layout):
         return parse_shared_hardware_view(isolated(_hardware_view, layout, shape), shape)
     return parse_tensor_view(isolated(_tensor_view, layout, shape), shape)
+
+
+def is_shared(layout) -> bool:
+    """Whether ``layout`` describes shared memory (its view lists offsets per CTA) or registers. Gluon 3.9
+    exports the shared layouts but not their common base class, which lives in a private module; this
+    is the one place that reaches for it."""
+    from triton.experimental.gluon.language._layouts import SharedLayout
+    return isinstance(layout, SharedLayout)
 
 
 def _tensor_view(layout, shape):

@@ -255,6 +255,8 @@ def multicta_softmax(x, out=None, *, config: SoftmaxConfig | None = None, two_pa
     return out
 
 
+# Every softmax: 16-byte loads and stores, warp-shuffle reductions, exp as one ex2.approx. With a cluster:
+_EXPECT_ROW = ("ld.global.v4", "st.global.v4", "shfl.sync.bfly", "ex2.approx")
 _EXPECT_CLUSTER = (".reqnctapercluster", "mapa.shared::cluster", "ld.shared::cluster", "barrier.cluster.arrive",
                    "barrier.cluster.wait")
 
@@ -273,7 +275,7 @@ def kernel_spec(name, kernel, use_2d, num_ctas, N, num_warps, block_m, dtype):
         constexprs={"BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "ALIGN": cfg.vec,
                     "layout": cfg.layout_2d if use_2d else cfg.layout},
         options={"num_warps": cfg.num_warps, "num_ctas": num_ctas},
-        expect=_EXPECT_CLUSTER if num_ctas > 1 else (),
+        expect=_EXPECT_ROW + (_EXPECT_CLUSTER if num_ctas > 1 else ()),
         divisible=("x_ptr", "out_ptr"))
 
 

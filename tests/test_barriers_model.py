@@ -2,6 +2,7 @@
 import random
 
 import pytest
+from random_layouts import random_cga_bases
 
 from multicta_kernels import barriers, catalog, lens
 from multicta_kernels.barriers import BarrierLayoutModel, BarrierSim
@@ -26,19 +27,8 @@ def test_interleaved_zeros():
     assert m.leader(7) == 5
 
 
-def _random_layout(rng, n):
-    bases, nxt = [], 1
-    for _ in range(n):
-        if rng.random() < 0.5:
-            bases.append([0])
-        else:
-            bases.append([nxt])
-            nxt *= 2
-    return bases
-
-
 CASES = [([[0], [1], [2]], 8), ([[1], [2], [4]], 8), ([[0], [0]], 4), ([[0]], 2), ([[1], [0], [2], [0]], 16)]
-CASES += [(_random_layout(random.Random(s), n), 1 << n) for s, n in zip(range(8), [1, 2, 3, 4, 2, 3, 4, 4])]
+CASES += [(random_cga_bases(random.Random(s), n, 1, zero=0.5), 1 << n) for s, n in zip(range(8), [1, 2, 3, 4, 2, 3, 4, 4])]
 
 
 @pytest.mark.parametrize("bases, num_ctas", CASES, ids=str)

@@ -145,3 +145,27 @@ def test_refused_on_blackwell_and_cpu_before_compiling(monkeypatch):
         with hardware.pretend(capability) if capability else contextlib.nullcontext():
             with pytest.raises(UnsupportedHardwareError, match="sm_90 only"):
                 hm.hopper_matmul(a, a.T.contiguous())
+
+
+def test_record_l2_turns_ncu_csv_into_a_result(tmp_path):
+    """The recorded L2 table (results/h200/hopper_matmul_l2.json) is rebuilt from ncu's CSV by record_l2."""
+    import csv
+    from multicta_kernels import bench
+    names = list(hm.L2_LAUNCHES) + ["cuBLAS"]
+    path = tmp_path / "l2.csv"
+    with open(path, "w", newline="") as f:
+        f.write("==PROF== Connected to process\n")                    # ncu's chatter is skipped
+        w = csv.writer(f, quoting=csv.QUOTE_ALL)
+        w.writerow(["ID", "Kernel Name", "Grid Size", "Metric Name", "Metric Unit", "Metric Value"])
+        for i, _ in enumerate(names):
+            for metric, value in (("gpu__time_duration.sum", 1000.0 * (i + 1)), ("lts__t_bytes.sum", 2e9),
+                                  ("lts__t_sectors_srcunit_tex_op_read.sum", 1e8), ("dram__bytes_read.sum", 5e8)):
+                w.writerow([i, f"kernel_{i}", "(132, 1, 1)", metric, "", f"{value:,.0f}"])
+    env = {"gpu": "NVIDIA H200", "date": "2026-11-30", "triton": "3.9.0"}
+    out = hm.record_l2(path, tmp_path / "l2.json", env)
+    assert [r[0] for r in out["rows"]] == names
+    assert out["rows"][1][3] == 2.0 and out["rows"][0][5] == 3.2            # time in us; 1e8 sectors x 32 B
+    assert bench.load(tmp_path / "l2.json")["benchmark"] == "hopper-matmul-l2"
+    path.write_text(path.read_text().rsplit("\n", 5)[0] + "\n")              # a kernel missing: refused
+    with pytest.raises(ValueError, match="expected"):
+        hm.record_l2(path, tmp_path / "l2b.json", env)

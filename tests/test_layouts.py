@@ -3,6 +3,7 @@ import random
 
 import numpy as np
 import pytest
+from random_layouts import random_cga_bases
 from triton.experimental.gluon import language as gl
 
 from multicta_kernels import layouts
@@ -44,26 +45,11 @@ def test_broadcast_basis_means_copies():
     assert (own.cta[:2] == 0).all() and (own.cta[2:] == 2).all()    # first holder: CTA 0 or CTA 2
 
 
-def _random_bases(rng, nbits, rank):
-    nxt = [1] * rank
-    bases = []
-    for _ in range(nbits):
-        if rng.random() < 0.25:
-            bases.append([0] * rank)
-        else:
-            d = rng.randrange(rank)
-            b = [0] * rank
-            b[d] = nxt[d]
-            nxt[d] *= 2
-            bases.append(b)
-    return bases
-
-
 @pytest.mark.parametrize("seed", range(12))
 def test_model_matches_triton_on_random_layouts(seed):
     rng = random.Random(seed)
     nbits = rng.randrange(1, 5)
-    bases = _random_bases(rng, nbits, 2)
+    bases = random_cga_bases(rng, nbits, 2)
     shape = [32, 64]
     lay = gl.BlockedLayout([1, 2], [4, 8], [2, 2], [1, 0], cga_layout=bases)
     own = layouts.parse_tensor_view(lay.format_tensor_view(shape), shape)

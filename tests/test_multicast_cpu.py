@@ -2,6 +2,7 @@
 import random
 
 import pytest
+from random_layouts import random_cga_bases
 import torch
 
 from multicta_kernels import cluster
@@ -15,21 +16,10 @@ def test_seed_examples():
     assert cluster.operand_cga_layouts([(1, 0), (0, 1)], two_ctas=True) == ([(1, 0), (0, 0)], [(0, 1), (0, 2)])
 
 
-def _random_acc(rng, n):
-    nxt, bases = [1, 1], []
-    for _ in range(n):
-        d = rng.randrange(2)
-        b = [0, 0]
-        b[d] = nxt[d]
-        nxt[d] *= 2
-        bases.append(tuple(b))
-    return bases
-
-
 @pytest.mark.parametrize("seed", range(20))
 def test_properties_on_random_layouts(seed):
     rng = random.Random(seed)
-    acc = _random_acc(rng, rng.randrange(1, 5))
+    acc = [tuple(b) for b in random_cga_bases(rng, rng.randrange(1, 5), 2, zero=0.0)]
     a, b = cluster.operand_cga_layouts(acc)
     assert all(x[1] == 0 for x in a) and all(x[0] == 0 for x in b)          # K is never split
     assert [x[0] for x in a] == [m for m, _ in acc] and [x[1] for x in b] == [n for _, n in acc]
@@ -107,3 +97,9 @@ def test_tile_stream_compiles_for_a_stream_of_one_tile(params):
     spec = lens.specialise(mc.tile_stream_spec(**params), TILES=1, SRC_TILES=1)
     assert spec.signature["TILES"] == "i32"
     lens.compile(spec, "sm_90a")
+
+
+def test_misaligned_rows_are_refused():
+    x = torch.randn(64, 71, dtype=torch.float16)[:, :64]     # rows start every 142 bytes
+    with pytest.raises(ValueError, match="16-byte boundaries"):
+        mc.multicast_copy(x, 2)

@@ -44,10 +44,3 @@ def test_blackwell_multicast_mma_seed_example(K):
     a = torch.randn(512, K, device="cuda", dtype=torch.float16)
     b = torch.randn(K, 128, device="cuda", dtype=torch.float16)
     assert_matmul_close(mc.blackwell_multicast_mma(a, b), a, b)
-
-
-@pytest.mark.clusters
-def test_misaligned_rows_are_refused():
-    x = torch.randn(64, 71, device="cuda", dtype=torch.float16)[:, :64]     # rows start every 142 bytes
-    with pytest.raises(ValueError, match="16-byte boundaries"):
-        mc.multicast_copy(x, 2)
