@@ -10,18 +10,13 @@ from __future__ import annotations
 
 import math
 
-# Unit roundoff of each output dtype: half a unit in the last place, relative.
-_EPS = {"float32": 2.0 ** -24, "float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}
-
-
-def _name(dtype) -> str:
-    return str(dtype).replace("torch.", "")
+from .lens import DTYPES, dtype_name
 
 
 def matmul_tolerances(dtype, K: int) -> tuple[float, float]:
     """(rtol, atol) for an fp32-accumulated matmul stored in ``dtype``: two units of output rounding
     relative, and the same times sqrt(K) absolute (outputs near zero; a wrong value is O(sqrt(K)))."""
-    rtol = 4 * _EPS[_name(dtype)]
+    rtol = 4 * DTYPES[dtype_name(dtype)].eps
     return rtol, rtol * math.sqrt(max(K, 1))
 
 
@@ -49,7 +44,7 @@ def assert_softmax_close(y, x, what: str = "softmax") -> None:
     if unwritten:
         raise AssertionError(f"{what}: {unwritten} of {y.numel()} output elements were never written (still NaN)")
     ref = torch.softmax(x.float(), dim=1)
-    tol = 1e-5 if y.dtype == torch.float32 else 4 * _EPS[_name(y.dtype)]
+    tol = 1e-5 if y.dtype == torch.float32 else 4 * DTYPES[dtype_name(y.dtype)].eps
     torch.testing.assert_close(y.float(), ref, rtol=tol, atol=tol, msg=lambda m: f"{what}: {m}")
 
 

@@ -31,12 +31,13 @@ class Dtype:
     gl: object          # the Gluon dtype
     short: str          # its name in a kernel signature
     bytes: int
+    eps: float          # unit roundoff: half a unit in the last place, relative
 
 
 def _dtypes():
     from triton.experimental.gluon import language as gl
-    return {"float32": Dtype(gl.float32, "fp32", 4), "float16": Dtype(gl.float16, "fp16", 2),
-            "bfloat16": Dtype(gl.bfloat16, "bf16", 2)}
+    return {"float32": Dtype(gl.float32, "fp32", 4, 2.0 ** -24), "float16": Dtype(gl.float16, "fp16", 2, 2.0 ** -11),
+            "bfloat16": Dtype(gl.bfloat16, "bf16", 2, 2.0 ** -8)}
 
 
 DTYPES = _dtypes()      # the dtypes the book's kernels take, by torch's name

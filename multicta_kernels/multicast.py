@@ -234,6 +234,10 @@ def stream_layout(num_ctas: int, rows: int = 128, cols: int = 128):
     return nvmma_layout([rows, cols], gl.float16, [[0, 0]] * log2(num_ctas))
 
 
+def stream_constexprs(num_ctas: int, multicast: bool, release: int, stages: int) -> dict:
+    return dict(MULTICAST=multicast, STAGES=stages, RELEASE=release, group_all=group_barrier_layout(num_ctas))
+
+
 @dataclass(frozen=True)
 class MulticastMatmulPlan:
     """Chapter 3's Hopper loop: CTAs stacked along M, each BM rows of A, one multicast B tile."""
@@ -404,8 +408,7 @@ def tile_stream(num_ctas: int, *, multicast: bool, release: str = "mbarrier", cl
     out = torch.zeros(clusters, device="cuda", dtype=torch.int32)
 
     def launch():
-        tile_stream_kernel[(clusters,)](desc, out, tiles, src_tiles, MULTICAST=multicast, STAGES=stages,
-                                        RELEASE=mode, group_all=group_barrier_layout(num_ctas),
+        tile_stream_kernel[(clusters,)](desc, out, tiles, src_tiles, **stream_constexprs(num_ctas, multicast, mode, stages),
                                         num_warps=1, num_ctas=num_ctas)
         return out
     return launch, clusters * num_ctas * tiles * 128 * 128 * 2
@@ -458,8 +461,7 @@ def tile_stream_spec(num_ctas: int = 4, multicast: bool = True, release: int = R
     return lens.KernelSpec("tile_stream", tile_stream_kernel,
                            {"desc": d, "out_ptr": "*i32", "TILES": "i32", "SRC_TILES": "i32", "MULTICAST": "constexpr",
                             "STAGES": "constexpr", "RELEASE": "constexpr", "group_all": "constexpr"},
-                           {"MULTICAST": multicast, "STAGES": stages, "RELEASE": release,
-                            "group_all": group_barrier_layout(num_ctas)},
+                           stream_constexprs(num_ctas, multicast, release, stages),
                            {"num_warps": 1, "num_ctas": num_ctas}, expect=("cp.async.bulk.tensor",))
 
 
