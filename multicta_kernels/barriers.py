@@ -27,6 +27,7 @@ from triton.experimental.gluon.language.nvidia import hopper
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier
 
 from . import lens
+from .timeline import scope
 from .hardware import CLUSTERS, check_cluster_size, check_on_gpu, log2, require
 
 # --------------------------------------------------------------------------------------- the model
@@ -270,7 +271,7 @@ def exchange_kernel(x_ptr, out_ptr, W: gl.constexpr, rows: gl.constexpr, everyon
 
 @gluon.jit
 def ping_pong_kernel(out_ptr, ROUNDS, ONE_PHASE: gl.constexpr, slot: gl.constexpr, everyone: gl.constexpr,
-                     smem_slot: gl.constexpr, group_all: gl.constexpr):
+                     smem_slot: gl.constexpr, group_all: gl.constexpr, INSTRUMENT: gl.constexpr = False):
     """ROUNDS rounds: every CTA writes a round-dependent value into its slot; CTA 0 gathers the
     arrivals, then releases everybody; every CTA reads all slots and checks them. A CTA that
     reads a slot of the wrong round counts an error. ``ONE_PHASE`` reproduces the classic bug of
@@ -291,23 +292,27 @@ def ping_pong_kernel(out_ptr, ROUNDS, ONE_PHASE: gl.constexpr, slot: gl.constexp
     errors = gl.zeros([C], gl.int32, slot)
     phase = 0
     for r in range(ROUNDS):
-        box.store(ids * 1000 + r)                     # my slot: CTA id * 1000 + round
-        publish()
-        mbarrier.arrive(arrived)
-        mbarrier.wait(arrived, phase)                 # CTA 0: all slots written
-        acquire()
-        mbarrier.arrive(go, from_cta=0)
-        mbarrier.wait(go, phase)                      # everyone: safe to read
-        acquire()
-        seen = box.load(everyone)
-        errors += gl.sum((seen != ids_all * 1000 + r).to(gl.int32), axis=0) + ids * 0   # local sum
-        publish()                                     # my reads are done before I release the slots
-        mbarrier.arrive(freed)
-        mbarrier.wait(freed, phase)
-        acquire()
-        mbarrier.arrive(freed_go, from_cta=0)
-        mbarrier.wait(freed_go, phase)                # nobody overwrites a slot another CTA still reads
-        acquire()
+        with scope("write", INSTRUMENT):              # timeline scopes: no code unless proton records
+            box.store(ids * 1000 + r)                 # my slot: CTA id * 1000 + round
+        with scope("gather", INSTRUMENT):
+            publish()
+            mbarrier.arrive(arrived)
+            mbarrier.wait(arrived, phase)             # CTA 0: all slots written
+            acquire()
+            mbarrier.arrive(go, from_cta=0)
+            mbarrier.wait(go, phase)                  # everyone: safe to read
+            acquire()
+        with scope("read", INSTRUMENT):
+            seen = box.load(everyone)
+            errors += gl.sum((seen != ids_all * 1000 + r).to(gl.int32), axis=0) + ids * 0   # local sum
+        with scope("free", INSTRUMENT):
+            publish()                                 # my reads are done before I release the slots
+            mbarrier.arrive(freed)
+            mbarrier.wait(freed, phase)
+            acquire()
+            mbarrier.arrive(freed_go, from_cta=0)
+            mbarrier.wait(freed_go, phase)            # nobody overwrites a slot another CTA still reads
+            acquire()
         if not ONE_PHASE:
             phase ^= 1
     gl.store(out_ptr + ids, errors)
@@ -420,7 +425,7 @@ def cluster_exchange(x):
     return out
 
 
-def ping_pong(num_ctas: int, rounds: int, one_phase: bool = False):
+def ping_pong(num_ctas: int, rounds: int, one_phase: bool = False, instrument: bool = False):
     """Run ``rounds`` gather/release rounds on one cluster; return the per-CTA error counts."""
     import torch
     check_cluster_size(num_ctas, low=2)
@@ -428,7 +433,8 @@ def ping_pong(num_ctas: int, rounds: int, one_phase: bool = False):
         raise ValueError(f"rounds must be a positive integer, got {rounds!r}")
     require(CLUSTERS, "ping_pong")
     out = torch.full((num_ctas,), -1, device="cuda", dtype=torch.int32)
-    ping_pong_kernel[(1,)](out, rounds, ONE_PHASE=one_phase, **_layouts(num_ctas), num_warps=1, num_ctas=num_ctas)
+    ping_pong_kernel[(1,)](out, rounds, ONE_PHASE=one_phase, **_layouts(num_ctas), INSTRUMENT=instrument,
+                           num_warps=1, num_ctas=num_ctas)
     return out
 
 
@@ -476,7 +482,8 @@ def exchange_spec(num_ctas: int = 4, W: int = 128):
 
 
 def ping_pong_spec(num_ctas: int = 4):
-    return proof_spec("ping_pong", ping_pong_kernel, {"ONE_PHASE": False, **_layouts(num_ctas)}, num_ctas, 1,
+    return proof_spec("ping_pong", ping_pong_kernel, {"ONE_PHASE": False, **_layouts(num_ctas), "INSTRUMENT": False},
+                      num_ctas, 1,
                  {"out_ptr": "*i32", "ROUNDS": "i32"}, _REMOTE + ("ld.shared::cluster", "mbarrier.try_wait.parity"))
 
 

@@ -22,6 +22,9 @@ KERNELS = {   # name: (spec factory, parameter sets the tests compile)
     # chapter 1
     "softmax": (softmax.softmax_spec, [{"num_ctas": c} for c in (1, 2, 4, 8, 16)]),
     "softmax_two_pass": (softmax.softmax_two_pass_spec, [{"num_ctas": c} for c in (1, 4, 16)]),
+    "softmax_upstream_design": (softmax.upstream_design_spec, [{"num_ctas": 1, "N": 4096}, {}, {"num_ctas": 16,
+                                                                                               "N": 262144}]),
+    "online_softmax": (softmax.online_softmax_spec, [{}]),
     # chapter 2
     "cluster_exchange": (barriers.exchange_spec, [{"num_ctas": c} for c in (2, 4, 8, 16)]),
     "ping_pong": (barriers.ping_pong_spec, [{"num_ctas": c} for c in (2, 16)]),

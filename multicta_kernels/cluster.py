@@ -159,6 +159,25 @@ def ring_barriers(STAGES: gl.constexpr, RELEASE: gl.constexpr, group_all: gl.con
     return ready, empty, go
 
 
+# ------------------------------------------------------------------------ clusters resident at once
+
+def max_clusters(compiled, num_ctas: int) -> int:
+    """How many clusters of a compiled kernel can be resident at once (CUDA's occupancy calculator, with
+    the kernel's real shared memory). A cluster must fit in one GPC, so this can be less than
+    SMs / num_ctas (on the H200, 30 clusters of 4, not 33): a persistent grid larger than this runs its
+    last clusters as a second wave."""
+    import triton
+    return triton.runtime.driver.active.utils.cuOccupancyMaxActiveClusters(
+        _loaded(compiled).function, compiled.metadata.shared, num_ctas)
+
+
+def _loaded(compiled):
+    """A compiled kernel gets its CUfunction when first launched; the occupancy calculator needs it before.
+    Triton 3.9 has no public call for that, so this is the one place that uses the private one."""
+    compiled._init_handles()
+    return compiled
+
+
 # -------------------------------------------------------------------------- the matmul front end
 
 def matmul_spec(name, kernel, plan, num_warps: int, targets: tuple, expect: tuple) -> lens.KernelSpec:

@@ -28,9 +28,10 @@ from triton.experimental.gluon.language.nvidia import hopper
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma
 
 from . import lens
-from .cluster import (RELEASE_GATHER, RELEASE_NONE, group_barrier_layout, matmul_spec, nvmma_layout,
+from .cluster import (RELEASE_GATHER, RELEASE_NONE, group_barrier_layout, matmul_spec, max_clusters, nvmma_layout,
                       operand_cga_layouts, prepare_matmul, release, ring_barriers, stacked_along_m, stage_of)
 from .hardware import SMEM_PER_CTA, WGMMA, require
+from .timeline import scope
 from .tile_order import snake_tile
 
 
@@ -51,6 +52,7 @@ class Ring:
     STAGES: gl.constexpr
     MINOR_DIM: gl.constexpr
     TILE_WIDTH: gl.constexpr
+    INSTRUMENT: gl.constexpr                # timeline scopes (no code unless proton records)
 
     @gluon.jit
     def tiles(self):
@@ -81,7 +83,7 @@ class Ring:
 
 @gluon.jit
 def _ring(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr, RELEASE: gl.constexpr, MINOR_DIM: gl.constexpr,
-          TILE_WIDTH: gl.constexpr, group_all: gl.constexpr):
+          TILE_WIDTH: gl.constexpr, group_all: gl.constexpr, INSTRUMENT: gl.constexpr = False):
     """Allocate the ring's buffers and initialise its barriers (RELEASE: chapter 3's modes)."""
     a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_shape, a_desc.layout)
     b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_shape, b_desc.layout)
@@ -89,7 +91,7 @@ def _ring(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr, RELEASE: gl.con
     # A launch turns a size equal to 1 into a constant (M = 1 is a decode-shaped GEMM); the ring's
     # fields are tensors, so make it one again.
     return Ring(a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, empty, go, gl.to_tensor(M), gl.to_tensor(N),
-                gl.to_tensor(K), STAGES, MINOR_DIM, TILE_WIDTH)
+                gl.to_tensor(K), STAGES, MINOR_DIM, TILE_WIDTH, INSTRUMENT)
 
 
 @gluon.jit
@@ -177,11 +179,13 @@ def producer_partition(r):
         for k in range(k_steps):
             s, phase = stage_of(it, r.STAGES)
             if it >= r.STAGES:                                   # the stage was used before: wait for
-                ph = phase ^ 1                                   # every CTA of the cluster to free it
-                mbarrier.wait(r.empty.index(s), ph)              # (CTA 0 only: the group's leader)
-                mbarrier.arrive(r.go.index(s), from_cta=0)       # CTA 0 tells every CTA
-                mbarrier.wait(r.go.index(s), ph)
-            r.load(s, lin, k)
+                with scope("wait_free", r.INSTRUMENT):           # every CTA of the cluster to free it
+                    ph = phase ^ 1                               # (CTA 0 only: the group's leader)
+                    mbarrier.wait(r.empty.index(s), ph)
+                    mbarrier.arrive(r.go.index(s), from_cta=0)   # CTA 0 tells every CTA
+                    mbarrier.wait(r.go.index(s), ph)
+            with scope("load", r.INSTRUMENT):
+                r.load(s, lin, k)
             it += 1
 
 
@@ -203,34 +207,38 @@ def consumer_partition(r, c_smem, turn, acc_layout: gl.constexpr, WHICH: gl.cons
     j = 0                                                        # this consumer's tile count
     for lin in range(first + WHICH * stride, m_tiles * n_tiles, CONSUMERS * stride):
         if CONSUMERS == 2:                                       # my turn: the other issued its last tile
-            if WHICH == 1:
-                mbarrier.wait(turn.index(1), j & 1)
-            elif j > 0:
-                mbarrier.wait(turn.index(0), (j - 1) & 1)
+            with scope("turn", r.INSTRUMENT):
+                if WHICH == 1:
+                    mbarrier.wait(turn.index(1), j & 1)
+                elif j > 0:
+                    mbarrier.wait(turn.index(0), (j - 1) & 1)
         it = (lin - first) // stride * k_steps                  # the ring position of this tile's first step
         for k in range(k_steps):
             s, phase = stage_of(it, r.STAGES)
-            mbarrier.wait(r.ready.index(s), phase)
-            acc = hopper.warpgroup_mma(r.a_bufs.index(s), r.b_bufs.index(s), acc, use_acc=k > 0, is_async=True)
-            acc = hopper.warpgroup_mma_wait(1, deps=[acc])       # the previous step's MMA is done ...
-            if k > 0:
-                mbarrier.arrive(r.empty.index((it - 1) % r.STAGES))   # ... so its stage goes back (to CTA 0)
+            with scope("wait_ready", r.INSTRUMENT):
+                mbarrier.wait(r.ready.index(s), phase)
+            with scope("mma", r.INSTRUMENT):
+                acc = hopper.warpgroup_mma(r.a_bufs.index(s), r.b_bufs.index(s), acc, use_acc=k > 0, is_async=True)
+                acc = hopper.warpgroup_mma_wait(1, deps=[acc])   # the previous step's MMA is done ...
+                if k > 0:
+                    mbarrier.arrive(r.empty.index((it - 1) % r.STAGES))   # ... so its stage goes back (to CTA 0)
             it += 1
         if CONSUMERS == 2:
             mbarrier.arrive(turn.index(1 - WHICH))              # the other consumer's turn
         j += 1
-        acc = hopper.warpgroup_mma_wait(0, deps=[acc])
-        mbarrier.arrive(r.empty.index((it - 1) % r.STAGES))
-        tm, tn = r.tile(lin)
-        store_tile(r.c_desc, c_smem, acc, tm * TM, tn * TN, SPLIT, WHICH * (2 if SPLIT > 1 else 1))
+        with scope("epilogue", r.INSTRUMENT):
+            acc = hopper.warpgroup_mma_wait(0, deps=[acc])
+            mbarrier.arrive(r.empty.index((it - 1) % r.STAGES))
+            tm, tn = r.tile(lin)
+            store_tile(r.c_desc, c_smem, acc, tm * TM, tn * TN, SPLIT, WHICH * (2 if SPLIT > 1 else 1))
     tma.store_wait(0)
 
 
 @gluon.jit
 def hopper_matmul_kernel(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr, MINOR_DIM: gl.constexpr,
                          TILE_WIDTH: gl.constexpr, SPLIT: gl.constexpr, CONSUMERS: gl.constexpr,
-                         acc_layout: gl.constexpr, group_all: gl.constexpr):
-    r = _ring(a_desc, b_desc, c_desc, M, N, K, STAGES, 1, MINOR_DIM, TILE_WIDTH, group_all)  # inits before
+                         acc_layout: gl.constexpr, group_all: gl.constexpr, INSTRUMENT: gl.constexpr = False):
+    r = _ring(a_desc, b_desc, c_desc, M, N, K, STAGES, 1, MINOR_DIM, TILE_WIDTH, group_all, INSTRUMENT)  # inits
     c_smem = _staging(c_desc, SPLIT, CONSUMERS)                                               # warp_specialize
     if CONSUMERS == 1:
         gl.warp_specialize([(consumer_partition, (r, c_smem, r.ready, acc_layout, 0, 1, SPLIT)),
@@ -249,7 +257,7 @@ def hopper_matmul_kernel(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr, 
 # Defaults: the fastest configuration measured on the H200 (results/h200/hopper_matmul.json): one CTA per
 # cluster. num_ctas=2 or 4 multicasts B; it cuts L2 traffic but was not faster there.
 CONFIG = dict(block_m=128, block_n=256, block_k=64, stages=3, num_ctas=1, minor_dim=0, tile_width=8,
-              epilogue_n=None, consumers=1, warp_specialize=True, persistent=True)
+              epilogue_n=None, consumers=1, warp_specialize=True, persistent=True, instrument=False)
 
 
 @dataclass(frozen=True)
@@ -267,6 +275,7 @@ class HopperPlan:
     consumers: int
     warp_specialize: bool
     persistent: bool
+    instrument: bool = False        # timeline scopes compiled in (warp-specialised kernel)
 
     @property
     def tile_m(self) -> int:
@@ -312,12 +321,12 @@ class HopperPlan:
         meta = dict(STAGES=self.stages, MINOR_DIM=self.minor_dim, TILE_WIDTH=self.tile_width, SPLIT=self.split,
                     acc_layout=acc, group_all=group_barrier_layout(self.num_ctas))
         if self.warp_specialize:
-            return dict(meta, CONSUMERS=self.consumers)
+            return dict(meta, CONSUMERS=self.consumers, INSTRUMENT=self.instrument)
         return dict(meta, RELEASE=RELEASE_GATHER if self.num_ctas > 1 else RELEASE_NONE)
 
 
 def plan(M, N, K, dtype, block_m, block_n, block_k, stages, num_ctas, minor_dim, tile_width, epilogue_n,
-         consumers, warp_specialize, persistent) -> HopperPlan:
+         consumers, warp_specialize, persistent, instrument=False) -> HopperPlan:
     """Validate a configuration for an (M, N, K) problem; raises ValueError naming what to change."""
     if not isinstance(num_ctas, int) or num_ctas not in (1, 2, 4):
         raise ValueError(f"num_ctas must be 1, 2 or 4 (CTAs stacked along M sharing B), got {num_ctas!r}")
@@ -338,29 +347,12 @@ def plan(M, N, K, dtype, block_m, block_n, block_k, stages, num_ctas, minor_dim,
     if minor_dim not in (0, 1) or tile_width < 1:
         raise ValueError("minor_dim must be 0 or 1 and tile_width at least 1")
     p = HopperPlan(dtype, block_m, block_n, block_k, stages, num_ctas, minor_dim, tile_width, epilogue_n, consumers,
-                   warp_specialize, persistent)
+                   warp_specialize, persistent, instrument)
     if stages < 2 or p.smem_bytes > SMEM_PER_CTA:
         raise ValueError(f"{stages} stages need {p.smem_bytes // 1024} KiB of shared memory per CTA (at most "
                          f"{SMEM_PER_CTA // 1024} KiB, at least 2 stages): use fewer stages, a smaller "
                          "epilogue_n or a smaller block_n")
     return p
-
-
-def max_clusters(compiled, num_ctas: int) -> int:
-    """How many clusters of a compiled kernel can be resident at once (CUDA's occupancy calculator, with
-    the kernel's real shared memory). A cluster must fit in one GPC, so this can be less than
-    SMs / num_ctas (on the H200, 30 clusters of 4, not 33): a persistent grid larger than this runs its
-    last clusters as a second wave."""
-    import triton
-    return triton.runtime.driver.active.utils.cuOccupancyMaxActiveClusters(
-        _loaded(compiled).function, compiled.metadata.shared, num_ctas)
-
-
-def _loaded(compiled):
-    """A compiled kernel gets its CUfunction when first launched; the occupancy calculator needs it before.
-    Triton 3.9 has no public call for that, so this is the one place that uses the private one."""
-    compiled._init_handles()
-    return compiled
 
 
 def prepare(a, b, out=None, *, programs: int | None = None, **config):

@@ -113,6 +113,11 @@ class Compiled:
     def census(self, patterns=None):
         return census(self.ptx, patterns)
 
+    def resources(self) -> dict:
+        """Registers, spills and stack per thread, as ptxas reports them (``ptxas -v`` on this PTX, with
+        the ptxas Triton bundles: no GPU needed). Spills show here, never in the PTX itself."""
+        return resources(self.ptx, self.target)
+
     def excerpt(self, pattern: str, context: int = 2, max_hits: int = 2) -> str:
         return excerpt(self.ptx, pattern, context, max_hits)
 
@@ -243,6 +248,27 @@ def census(ptx: str, patterns=None) -> dict:
         if p.startswith(".") and counts[p] == 0:
             counts[p] = sum(1 for ln in ptx.splitlines() if ln.strip().startswith(p))
     return counts
+
+
+def resources(ptx: str, target: str) -> dict:
+    import subprocess
+
+    from triton.backends.nvidia.compiler import get_ptxas
+    with tempfile.NamedTemporaryFile("w", suffix=".ptx") as f:
+        f.write(ptx)
+        f.flush()
+        run = subprocess.run([get_ptxas(TARGETS[target]).path, "-v", f"--gpu-name={target}", f.name, "-o", os.devnull],
+                             capture_output=True, text=True)
+    if run.returncode:
+        raise RuntimeError(f"ptxas failed: {run.stderr.strip().splitlines()[-1] if run.stderr.strip() else run.returncode}")
+    text = run.stderr
+
+    def number(pattern):
+        m = re.search(pattern, text)
+        return int(m.group(1)) if m else 0
+    return {"registers": number(r"Used (\d+) registers"), "spill_stores": number(r"(\d+) bytes spill stores"),
+            "spill_loads": number(r"(\d+) bytes spill loads"),
+            "stack": max(number(r"(\d+) bytes stack frame"), number(r"(\d+) bytes cumulative stack size"))}
 
 
 def excerpt(ptx: str, pattern: str, context: int = 2, max_hits: int = 2) -> str:

@@ -29,6 +29,7 @@ from . import lens
 from .cluster import (RELEASE_GATHER, check_m_split, check_operands, check_tma_tensor, descriptor_type,
                       gl_dtype, group_barrier_layout, nvmma_layout, operand_cga_layouts, release, release_mode,
                       ring_barriers, stacked_along_m, stage_of)
+from .timeline import scope
 from .hardware import CLUSTERS, SMEM_PER_CTA, TCGEN05, WGMMA, check_cluster_size, check_on_gpu, log2, require
 
 # ------------------------------------------------------------------ who receives which tile
@@ -116,7 +117,7 @@ def multicast_copy_kernel(in_desc, in_ptr, out_desc, bad_ptr, MULTICAST: gl.cons
 # A count of 1 must not become a constant: the release barriers would look unused, and fail to compile.
 @gluon.jit(do_not_specialize=["TILES", "SRC_TILES"])
 def tile_stream_kernel(desc, out_ptr, TILES, SRC_TILES, MULTICAST: gl.constexpr, STAGES: gl.constexpr,
-                       RELEASE: gl.constexpr, group_all: gl.constexpr):
+                       RELEASE: gl.constexpr, group_all: gl.constexpr, INSTRUMENT: gl.constexpr = False):
     """Stream TILES tiles into every CTA of the cluster through a ring of STAGES buffers; the
     cluster's CTAs all need the same tiles. MULTICAST: each CTA fetches 1/C of each tile and
     multicasts it, instead of fetching the whole tile itself."""
@@ -130,13 +131,16 @@ def tile_stream_kernel(desc, out_ptr, TILES, SRC_TILES, MULTICAST: gl.constexpr,
     got = 0
     for t in range(TILES):
         slot, phase = stage_of(t, STAGES)
-        mbarrier.wait(ready.index(slot), phase, deps=[bufs])
+        with scope("wait", INSTRUMENT):                    # timeline scopes: no code unless proton records
+            mbarrier.wait(ready.index(slot), phase, deps=[bufs])
         got += 1
         if t + STAGES < TILES:
-            release(slot, empty, go, phase, RELEASE)
-            mbarrier.expect(ready.index(slot), desc.nbytes_per_cta)
-            tma.async_load(desc, [(first + t + STAGES) % SRC_TILES * BR, 0], ready.index(slot), bufs.index(slot),
-                           multicast=MULTICAST)
+            with scope("release", INSTRUMENT):
+                release(slot, empty, go, phase, RELEASE)
+            with scope("issue", INSTRUMENT):
+                mbarrier.expect(ready.index(slot), desc.nbytes_per_cta)
+                tma.async_load(desc, [(first + t + STAGES) % SRC_TILES * BR, 0], ready.index(slot), bufs.index(slot),
+                               multicast=MULTICAST)
     gl.store(out_ptr + gl.program_id(0), got)
 
 
@@ -234,8 +238,9 @@ def stream_layout(num_ctas: int, rows: int = 128, cols: int = 128):
     return nvmma_layout([rows, cols], gl.float16, [[0, 0]] * log2(num_ctas))
 
 
-def stream_constexprs(num_ctas: int, multicast: bool, release: int, stages: int) -> dict:
-    return dict(MULTICAST=multicast, STAGES=stages, RELEASE=release, group_all=group_barrier_layout(num_ctas))
+def stream_constexprs(num_ctas: int, multicast: bool, release: int, stages: int, instrument: bool = False) -> dict:
+    return dict(MULTICAST=multicast, STAGES=stages, RELEASE=release, group_all=group_barrier_layout(num_ctas),
+                INSTRUMENT=instrument)
 
 
 @dataclass(frozen=True)
@@ -394,7 +399,7 @@ def hopper_multicast_matmul(a, b, *, num_ctas: int = 2, bm: int = 64, bn: int = 
 
 
 def tile_stream(num_ctas: int, *, multicast: bool, release: str = "mbarrier", clusters: int | None = None,
-                tiles: int = 64, src_tiles: int = 256, stages: int = 4):
+                tiles: int = 64, src_tiles: int = 256, stages: int = 4, instrument: bool = False):
     """Launch the tile stream; returns (launch function, delivered bytes per launch). The source is
     ``src_tiles`` tiles of 128 x 128 fp16 (8 MiB by default: it stays in L2)."""
     import torch
@@ -408,7 +413,7 @@ def tile_stream(num_ctas: int, *, multicast: bool, release: str = "mbarrier", cl
     out = torch.zeros(clusters, device="cuda", dtype=torch.int32)
 
     def launch():
-        tile_stream_kernel[(clusters,)](desc, out, tiles, src_tiles, **stream_constexprs(num_ctas, multicast, mode, stages),
+        tile_stream_kernel[(clusters,)](desc, out, tiles, src_tiles, **stream_constexprs(num_ctas, multicast, mode, stages, instrument),
                                         num_warps=1, num_ctas=num_ctas)
         return out
     return launch, clusters * num_ctas * tiles * 128 * 128 * 2
@@ -460,7 +465,8 @@ def tile_stream_spec(num_ctas: int = 4, multicast: bool = True, release: int = R
     d = descriptor_type(gl.float16, [128, 128], stream_layout(num_ctas))
     return lens.KernelSpec("tile_stream", tile_stream_kernel,
                            {"desc": d, "out_ptr": "*i32", "TILES": "i32", "SRC_TILES": "i32", "MULTICAST": "constexpr",
-                            "STAGES": "constexpr", "RELEASE": "constexpr", "group_all": "constexpr"},
+                            "STAGES": "constexpr", "RELEASE": "constexpr", "group_all": "constexpr",
+                            "INSTRUMENT": "constexpr"},
                            stream_constexprs(num_ctas, multicast, release, stages),
                            {"num_warps": 1, "num_ctas": num_ctas}, expect=("cp.async.bulk.tensor",))
 

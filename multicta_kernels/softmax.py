@@ -13,6 +13,7 @@ Short rows stack several rows in one program instead.
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -21,13 +22,15 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
 from . import lens
-from .hardware import CLUSTERS, MAX_CLUSTER_CTAS, check_cluster_size, check_on_gpu, log2, require
+from .timeline import scope
+from .hardware import CLUSTERS, CUDA, MAX_CLUSTER_CTAS, check_cluster_size, check_on_gpu, log2, require
 
 LOG2E = gl.constexpr(1.4426950408889634)  # exp(x) = exp2(x * log2(e)): one ex2.approx
 
-# Register budget: at most this many fp32 values of a row tile per thread (keeps the tile out of
-# local-memory spills), at most 16 warps per CTA and 16 CTAs per cluster.
-MAX_VALUES_PER_THREAD = 64
+# Register budget: at most this many fp32 values of a row tile per thread. At 128 the fused kernel
+# uses 166 registers and no stack; at 256 ptxas spills the tile to the stack (lens.resources() on the
+# CPU says both). At most 16 warps per CTA and 16 CTAs per cluster.
+MAX_VALUES_PER_THREAD = 128
 MAX_WARPS = 16
 MAX_N = MAX_CLUSTER_CTAS * MAX_WARPS * 32 * MAX_VALUES_PER_THREAD  # 524288 columns
 
@@ -65,7 +68,7 @@ def _merge(m1, s1, m2, s2):
 @gluon.jit
 def softmax_kernel(x_ptr, out_ptr, M, n_div, x_stride_div, out_stride_div,
                    BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, ALIGN: gl.constexpr,
-                   layout: gl.constexpr):
+                   layout: gl.constexpr, INSTRUMENT: gl.constexpr = False):
     # The tile is [BLOCK_M, CTAS, PER_CTA]: axis 1 is the CTA (cga_layout bases [0, 2**i, 0]).
     CTAS: gl.constexpr = gl.num_ctas()
     PER_CTA: gl.constexpr = BLOCK_N // CTAS
@@ -78,16 +81,62 @@ def softmax_kernel(x_ptr, out_ptr, M, n_div, x_stride_div, out_stride_div,
     mask = (rows < M) & (cols < N)
     rows = rows.to(gl.int64)
 
-    x = gl.load(x_ptr + rows * (x_stride_div * ALIGN) + cols, mask=mask, other=-float("inf"))
-    x = x.to(gl.float32)
-    m_cta = gl.max(x, axis=2)                               # inside each CTA
-    m_cta = gl.where(m_cta == -float("inf"), 0.0, m_cta)    # a fully masked slice: no NaN
-    e = gl.exp2((x - m_cta[:, :, None]) * LOG2E)
-    s_cta = gl.sum(e, axis=2)                               # inside each CTA
-    m, s = gl.reduce((m_cta, s_cta), 1, _merge)             # the one cross-CTA round trip
-    scale = gl.exp2((m_cta - m[:, None]) * LOG2E) / s[:, None]
-    y = e * scale[:, :, None]
-    gl.store(out_ptr + rows * (out_stride_div * ALIGN) + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
+    with scope("load", INSTRUMENT):                         # timeline scopes: no code unless proton records
+        x = gl.load(x_ptr + rows * (x_stride_div * ALIGN) + cols, mask=mask, other=-float("inf"))
+        x = x.to(gl.float32)
+    with scope("local", INSTRUMENT):
+        m_cta = gl.max(x, axis=2)                           # inside each CTA
+        m_cta = gl.where(m_cta == -float("inf"), 0.0, m_cta)  # a fully masked slice: no NaN
+        e = gl.exp2((x - m_cta[:, :, None]) * LOG2E)
+        s_cta = gl.sum(e, axis=2)                           # inside each CTA
+    with scope("exchange", INSTRUMENT):
+        m, s = gl.reduce((m_cta, s_cta), 1, _merge)         # across the CTAs: (max, sum) pairs
+    with scope("store", INSTRUMENT):
+        scale = gl.exp2((m_cta - m[:, None]) * LOG2E) / s[:, None]
+        y = e * scale[:, :, None]
+        gl.store(out_ptr + rows * (out_stride_div * ALIGN) + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+@gluon.jit
+def upstream_design_kernel(x_ptr, out_ptr, n_div, x_stride_div, out_stride_div, BLOCK_N: gl.constexpr,
+                           ALIGN: gl.constexpr, layout: gl.constexpr):
+    """The design of the upstream tutorial's multi-CTA softmax (python/tutorials/gluon/14-multicta.py in
+    triton-lang/triton), in our code: one row per program, a 1-D layout whose cga_layout splits the row
+    over the cluster, then max, exp, sum, store: the compiler makes both reductions cross-CTA."""
+    row = gl.program_id(0).to(gl.int64)
+    N = n_div * ALIGN
+    cols = gl.arange(0, BLOCK_N, layout)
+    mask = cols < N
+    x = gl.load(x_ptr + row * (x_stride_div * ALIGN) + cols, mask=mask, other=-float("inf")).to(gl.float32)
+    e = gl.exp2((x - gl.max(x, axis=0)) * LOG2E)
+    y = e / gl.sum(e, axis=0)
+    gl.store(out_ptr + row * (out_stride_div * ALIGN) + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+@gluon.jit
+def online_softmax_kernel(x_ptr, out_ptr, n_div, x_stride_div, out_stride_div, CHUNK: gl.constexpr,
+                          ALIGN: gl.constexpr, layout: gl.constexpr):
+    """The obvious alternative to a cluster for a wide row: one CTA per row, any width. Pass 1 walks the
+    row in chunks keeping a running (max, sum); pass 2 reads the row again and writes. Twice the reads
+    of the cluster kernel, which holds the row in registers between its load and its store."""
+    row = gl.program_id(0).to(gl.int64)
+    N = n_div * ALIGN
+    offs = gl.arange(0, CHUNK, layout)
+    src = x_ptr + row * (x_stride_div * ALIGN)
+    dst = out_ptr + row * (out_stride_div * ALIGN)
+    m = gl.full([CHUNK], -float("inf"), gl.float32, layout)
+    s = gl.zeros([CHUNK], gl.float32, layout)
+    for start in range(0, N, CHUNK):
+        x = gl.load(src + start + offs, mask=start + offs < N, other=-float("inf")).to(gl.float32)
+        new_m = gl.maximum(m, x)
+        s = gl.where(new_m == -float("inf"), 0.0, s * gl.exp2((m - new_m) * LOG2E) + gl.exp2((x - new_m) * LOG2E))
+        m = new_m
+    row_m, row_s = gl.reduce((m, s), 0, _merge)
+    inv = 1.0 / row_s
+    for start in range(0, N, CHUNK):
+        x = gl.load(src + start + offs, mask=start + offs < N, other=-float("inf")).to(gl.float32)
+        y = gl.exp2((x - row_m) * LOG2E) * inv
+        gl.store(dst + start + offs, y.to(out_ptr.dtype.element_ty), mask=start + offs < N)
 
 
 @dataclass(frozen=True)
@@ -160,15 +209,52 @@ def make_config(N: int, num_ctas: int = 1, num_warps: int = 4, block_m: int = 1,
     return cfg
 
 
-# Fitted to the sweep recorded on an H200 (results/h200/softmax_sweep.json).
+# When no sweep was recorded for a width: fitted to the sweeps recorded on an H200.
 ONE_CTA_MAX_N = 32768        # up to here one CTA holds a row: no cluster traffic at all
 VALUES_PER_THREAD = 16       # short rows: ~16 values per thread, extra warps stack rows
-WIDE_WARPS = 8               # wide rows: 8 warps per CTA ...
-WIDE_PER_CTA = 16384         # ... and at most 16384 columns per CTA, at least 8 CTAs
+WIDE_VALUES = 128            # wide rows: 4 warps per CTA, 128 values per thread, as few CTAs as that allows
+SWEEPS = ("softmax_sweep.json", "softmax_sweep_wide.json")
+
+
+@functools.lru_cache(maxsize=None)
+def recorded_sweeps(gpu_folder: str = "h200") -> tuple:
+    """Every configuration the recorded fp32 sweeps measured on one GPU: (records, provenance)."""
+    from . import bench
+    recs, meta = [], None
+    for name in SWEEPS:
+        path = bench.RESULTS / gpu_folder / name
+        if path.exists():
+            result = bench.load(path)
+            recs += bench.records(result)
+            meta = meta or {"gpu": result["gpu"], "date": result["date"]}
+    return tuple(recs), meta
+
+
+def recorded_best(N: int, gpu_folder: str = "h200"):
+    """The best measured (CTAs, warps, rows per program) for rows as wide as ``N`` (the same power of
+    two; rows of exactly N preferred), its fraction of copy bandwidth, the runner-up and how many were
+    measured; None if nothing was recorded for that width."""
+    recs, meta = recorded_sweeps(gpu_folder)
+    same = [r for r in recs if _pow2(r["N"]) == _pow2(N) and r["values_per_thread"] <= MAX_VALUES_PER_THREAD]
+    exact = [r for r in same if r["N"] == N]
+    best_of = {}                             # one entry per configuration: its best measurement
+    for r in sorted(exact or same, key=lambda r: -r["fraction_of_copy"]):
+        best_of.setdefault((r["num_ctas"], r["num_warps"], r["block_m"]), r)
+    rows = list(best_of.values())
+    if not rows:
+        return None
+    return {"best": rows[0], "runner_up": rows[1] if len(rows) > 1 else None, "measured": len(rows),
+            "rows_of": rows[0]["N"], **meta}
+
+
+def _cfg_text(r) -> str:
+    return f"{r['num_ctas']} CTA(s) x {r['num_warps']} warp(s) x {r['block_m']} row(s)"
 
 
 def pick_config(N: int, dtype: str = "float32") -> SoftmaxConfig:
-    """Choose CTAs, warps and rows per program for rows of ``N`` elements, with the reasons."""
+    """Choose CTAs, warps and rows per program for rows of ``N`` elements, with the reasons: the best
+    configuration of the recorded sweep for this width when there is one (fp32), a rule fitted to
+    those sweeps otherwise."""
     if dtype not in lens.DTYPES:
         raise TypeError(f"softmax supports {', '.join(lens.DTYPES)}, not {dtype}")
     if not isinstance(N, int) or N < 1:
@@ -176,35 +262,49 @@ def pick_config(N: int, dtype: str = "float32") -> SoftmaxConfig:
     if N > MAX_N:
         raise ValueError(
             f"rows of {N} elements do not fit in a 16-CTA cluster's registers (at most {MAX_N}); "
-            "split each row into chunks and combine them with an online softmax")
+            "use online_softmax (one CTA per row, any width)")
     block_n = _pow2(N)
+    rec = recorded_best(N) if dtype == "float32" else None
+    if rec:
+        b, r2 = rec["best"], rec["runner_up"]
+        reasons = [f"measured on the {rec['gpu']} ({rec['date']}, results/h200/softmax_sweep*.json): {_cfg_text(b)} "
+                   f"moved rows of {rec['rows_of']} at {b['fraction_of_copy']:.3f} of the copy bandwidth, the best of "
+                   f"{rec['measured']} configurations tried"]
+        if r2:
+            reasons.append(f"runner-up: {_cfg_text(r2)} at {r2['fraction_of_copy']:.3f}")
+        reasons.append(f"{b['values_per_thread']} fp32 values per thread stay in registers from load to store")
+        if b["num_ctas"] == 1:
+            reasons.append("one CTA holds the row: no cluster, no cross-CTA traffic")
+        else:
+            reasons.append(f"{b['num_ctas']} CTAs share each row: max and sum stay inside each CTA, one cross-CTA "
+                           "exchange merges the (max, sum) pairs")
+        return make_config(N, b["num_ctas"], b["num_warps"], b["block_m"], dtype, reasons)
     if block_n <= ONE_CTA_MAX_N:
         num_warps = min(MAX_WARPS, max(1, block_n // (32 * VALUES_PER_THREAD)))
         block_m = max(1, 32 * num_warps * VALUES_PER_THREAD // block_n)
-        reasons = [f"a row of {block_n} fits one CTA's registers (<= {ONE_CTA_MAX_N}): no cluster, no "
-                   "cross-CTA traffic",
+        reasons = [f"no recorded sweep for this width: the rule fitted to the H200 sweeps. A row of {block_n} fits "
+                   f"one CTA's registers (<= {ONE_CTA_MAX_N}): no cluster, no cross-CTA traffic",
                    f"{num_warps} warp(s) x 32 lanes x {block_m * block_n // (32 * num_warps)} values per thread "
                    f"cover {block_m} row(s) per program"]
-        if block_m > 1:
-            reasons.append("short rows are stacked so each program still has enough loads in flight")
         return make_config(N, 1, num_warps, block_m, dtype, reasons)
-    num_ctas = min(MAX_CLUSTER_CTAS, max(8, block_n // WIDE_PER_CTA))
-    num_warps = max(WIDE_WARPS, block_n // (num_ctas * 32 * MAX_VALUES_PER_THREAD))
-    reasons = [f"a row of {block_n} is too wide for one CTA: shard it over {num_ctas} CTAs "
-               f"({block_n // num_ctas} columns each)",
-               f"{num_warps} warps per CTA: {block_n // (num_ctas * num_warps * 32)} values per thread, "
-               "held in registers from load to store",
-               "max and sum stay inside each CTA; one cross-CTA reduce merges (max, sum) pairs"]
+    num_warps = 4
+    num_ctas = min(MAX_CLUSTER_CTAS, max(2, block_n // (num_warps * 32 * WIDE_VALUES)))
+    num_warps = max(num_warps, block_n // (num_ctas * 32 * WIDE_VALUES))
+    reasons = [f"no recorded sweep for this width: the rule fitted to the H200 sweeps. A row of {block_n} is too "
+               f"wide for one CTA: {num_ctas} CTAs x {num_warps} warps, {block_n // (num_ctas * num_warps * 32)} "
+               "values per thread (few CTAs: each cross-CTA exchange waits for all of them)"]
     return make_config(N, num_ctas, num_warps, 1, dtype, reasons)
 
 
-def multicta_softmax(x, out=None, *, config: SoftmaxConfig | None = None, two_pass: bool = False):
+def multicta_softmax(x, out=None, *, config: SoftmaxConfig | None = None, two_pass: bool = False,
+                     instrument: bool = False):
     """Softmax over the last dimension of a 2-D CUDA tensor (fp32, fp16 or bf16).
 
     Rows may be strided (``x[:, :N]`` of a wider tensor); elements within a row must be
     contiguous. ``out`` (optional) receives the result and may be ``x`` itself; nothing is written
     to it if the call is rejected. ``two_pass=True`` runs the chapter's first kernel (two
-    cross-CTA reductions) instead of the fused one.
+    cross-CTA reductions) instead of the fused one. ``instrument=True`` compiles the timeline
+    scopes in (they record only under proton: see ``multicta_kernels.timeline``).
     """
     import torch
 
@@ -243,16 +343,25 @@ def multicta_softmax(x, out=None, *, config: SoftmaxConfig | None = None, two_pa
     check_on_gpu(x, "x")
     if M == 0 or N == 0:
         return out
-    # The largest power of two (up to one 16-byte vector) dividing N and both row strides.
-    align = config.vec
-    while align > 1 and (N % align or x.stride(0) % align or out.stride(0) % align):
-        align //= 2
-    kernel, layout = (softmax_two_pass_kernel, config.layout_2d) if two_pass else (softmax_kernel, config.layout)
+    align = alignment(N, x, out, config.vec)
+    if two_pass:
+        kernel, extra = softmax_two_pass_kernel, dict(layout=config.layout_2d)
+    else:
+        kernel, extra = softmax_kernel, dict(layout=config.layout, INSTRUMENT=instrument)
     kernel[(math.ceil(M / config.block_m),)](
         x, out, M, N // align, x.stride(0) // align, out.stride(0) // align,
-        BLOCK_M=config.block_m, BLOCK_N=config.block_n, ALIGN=align, layout=layout,
+        BLOCK_M=config.block_m, BLOCK_N=config.block_n, ALIGN=align, **extra,
         num_warps=config.num_warps, num_ctas=config.num_ctas)
     return out
+
+
+def alignment(N: int, x, out, vec: int) -> int:
+    """The largest power of two (up to one 16-byte vector) dividing N and both row strides: sizes are
+    passed divided by it, so the compiler can prove rows 16-byte aligned and keep vector loads."""
+    align = vec
+    while align > 1 and (N % align or x.stride(0) % align or out.stride(0) % align):
+        align //= 2
+    return align
 
 
 # Every softmax: 16-byte loads and stores, warp-shuffle reductions, exp as one ex2.approx. With a cluster:
@@ -261,7 +370,7 @@ _EXPECT_CLUSTER = (".reqnctapercluster", "mapa.shared::cluster", "ld.shared::clu
                    "barrier.cluster.wait")
 
 
-def kernel_spec(name, kernel, use_2d, num_ctas, N, num_warps, block_m, dtype):
+def kernel_spec(name, kernel, use_2d, num_ctas, N, num_warps, block_m, dtype, instrument=False):
     """Either softmax kernel as the lens compiles it (default row: 16384 columns per CTA)."""
     N = N or 16384 * num_ctas
     cfg = pick_config(N, dtype)
@@ -269,20 +378,20 @@ def kernel_spec(name, kernel, use_2d, num_ctas, N, num_warps, block_m, dtype):
     ty = lens.DTYPES[dtype].short
     sig = {"x_ptr": f"*{ty}", "out_ptr": f"*{ty}", "M": "i32", "n_div": "i32", "x_stride_div": "i32",
            "out_stride_div": "i32", "BLOCK_M": "constexpr", "BLOCK_N": "constexpr", "ALIGN": "constexpr",
-           "layout": "constexpr"}
+           "layout": "constexpr", **({} if use_2d else {"INSTRUMENT": "constexpr"})}
     return lens.KernelSpec(
         name=name, fn=kernel, signature=sig,
         constexprs={"BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "ALIGN": cfg.vec,
-                    "layout": cfg.layout_2d if use_2d else cfg.layout},
+                    "layout": cfg.layout_2d if use_2d else cfg.layout, **({} if use_2d else {"INSTRUMENT": instrument})},
         options={"num_warps": cfg.num_warps, "num_ctas": num_ctas},
         expect=_EXPECT_ROW + (_EXPECT_CLUSTER if num_ctas > 1 else ()),
         divisible=("x_ptr", "out_ptr"))
 
 
 def softmax_spec(num_ctas: int = 1, N: int | None = None, num_warps: int | None = None,
-                 block_m: int | None = None, dtype: str = "float32") -> lens.KernelSpec:
+                 block_m: int | None = None, dtype: str = "float32", instrument: bool = False) -> lens.KernelSpec:
     """The fused softmax as the lens compiles it (default row: 16384 columns per CTA)."""
-    return kernel_spec("softmax", softmax_kernel, False, num_ctas, N, num_warps, block_m, dtype)
+    return kernel_spec("softmax", softmax_kernel, False, num_ctas, N, num_warps, block_m, dtype, instrument)
 
 
 def softmax_two_pass_spec(num_ctas: int = 1, N: int | None = None, num_warps: int | None = None,
@@ -297,20 +406,22 @@ def softmax_two_pass_spec(num_ctas: int = 1, N: int | None = None, num_warps: in
 SEED_SHAPES = [(32768, 256), (32768, 512), (32768, 1024), (32768, 2048), (32768, 4096), (32768, 8192),
                (32768, 16384), (32768, 32768), (32768, 65536), (16384, 131072), (8192, 262144)]
 ODD_SHAPES = [(32768, 1000), (32768, 3000), (16384, 50000), (8192, 200000)]
-WIDE_SHAPES = [(32768, 65536), (16384, 131072), (8192, 262144), (16384, 50000), (8192, 200000)]
+WIDE_SHAPES = [(32768, 65536), (16384, 131072), (8192, 262144)]
 
 
-def candidates(N: int, dtype: str = "float32", max_ctas: int = MAX_CLUSTER_CTAS):
-    """Every sensible (CTAs, warps, rows per program) for rows of N: the sweep's search space."""
+def candidates(N: int, dtype: str = "float32", max_ctas: int = MAX_CLUSTER_CTAS, min_values: int = 16,
+               max_rows: int = 64):
+    """Every sensible (CTAs, warps, rows per program) for rows of N: the sweep's search space (from
+    ``min_values`` to MAX_VALUES_PER_THREAD fp32 values per thread, at most ``max_rows`` rows stacked)."""
     block_n = _pow2(N)
     seen, out = set(), []
     for c in (1, 2, 4, 8, 16):
         if c > max_ctas or block_n // c < (1 if c == 1 else 2048):
             continue
         for w in (1, 2, 4, 8, 16):
-            for vpt in (16, 32, 64):
+            for vpt in (16, 32, 64, 128):
                 bm = vpt * 32 * w * c // block_n
-                if bm < 1 or bm > 64:     # bm > 1: rows stacked in one program (sharing its barriers)
+                if vpt < min_values or bm < 1 or bm > max_rows:   # bm > 1: rows stacked in one program
                     continue
                 try:
                     cfg = make_config(N, c, w, bm, dtype)
@@ -331,8 +442,51 @@ def _measure(x, out, cfg, bench, two_pass=False):
     return ms, err
 
 
-def sweep(quick: bool = False, log=print, shapes=None) -> dict:
-    """Time every candidate configuration on every benchmark shape (fp32)."""
+# ------------------------------------------------------------------------- baselines of the benchmark
+
+def upstream_design_configs(N: int) -> list[tuple[int, int]]:
+    """(CTAs, warps) worth trying for the upstream design: the smallest cluster that holds the row and
+    two and four times it, 1 to 8 warps, 16 to 128 values per thread (fewer for rows under 512)."""
+    block_n = _pow2(N)
+    fewest = max(1, block_n // (8 * 32 * MAX_VALUES_PER_THREAD))     # the smallest cluster that holds the row
+    return [(c, w) for c in (fewest, 2 * fewest, 4 * fewest) for w in (1, 2, 4, 8)
+            if c <= MAX_CLUSTER_CTAS and min(16, block_n // 32) <= block_n // (32 * c * w) <= MAX_VALUES_PER_THREAD
+            and (c == 1 or block_n // c >= 2048)]
+
+
+def upstream_design(x, out, num_ctas: int, num_warps: int):
+    """Launch :func:`upstream_design_kernel` (one row per program) on a CUDA tensor; returns ``out``."""
+    M, N = x.shape
+    block_n = _pow2(N)
+    layout = gl.BlockedLayout([4], [32], [num_warps], [0], cga_layout=[[1 << i] for i in range(log2(num_ctas))])
+    align = alignment(N, x, out, 4)
+    upstream_design_kernel[(M,)](x, out, N // align, x.stride(0) // align, out.stride(0) // align, BLOCK_N=block_n,
+                                 ALIGN=align, layout=layout, num_warps=num_warps, num_ctas=num_ctas)
+    return out
+
+
+def online_softmax(x, out=None, *, num_warps: int = 8, chunk: int = 4096):
+    """Softmax of rows of any width with one CTA per row (:func:`online_softmax_kernel`), the baseline a
+    cluster must beat on wide rows. CUDA tensors, fp32/fp16/bf16, contiguous rows."""
+    import torch
+    if not isinstance(x, torch.Tensor) or x.dim() != 2 or lens.dtype_name(x.dtype) not in lens.DTYPES:
+        raise TypeError("x must be a 2-D float32, float16 or bfloat16 tensor")
+    if x.shape[1] > 1 and x.stride(1) != 1:
+        raise ValueError(f"x.stride(1) is {x.stride(1)}: rows must be contiguous (x.contiguous())")
+    require(CUDA, "online_softmax")
+    check_on_gpu(x, "x")
+    out = torch.empty_like(x) if out is None else out
+    M, N = x.shape
+    align = alignment(N, x, out, 16 // x.element_size())
+    online_softmax_kernel[(M,)](x, out, N // align, x.stride(0) // align, out.stride(0) // align, CHUNK=chunk,
+                                ALIGN=align, layout=gl.BlockedLayout([16 // x.element_size()], [32], [num_warps], [0]),
+                                num_warps=num_warps)
+    return out
+
+
+def sweep(quick: bool = False, log=print, shapes=None, space=None) -> dict:
+    """Time every candidate configuration on every benchmark shape (fp32); ``space`` narrows
+    :func:`candidates` (keyword arguments)."""
     import torch
     from . import bench
     require(CLUSTERS, "the softmax sweep")
@@ -344,7 +498,7 @@ def sweep(quick: bool = False, log=print, shapes=None) -> dict:
         x = torch.empty((M, N), device="cuda").uniform_(-4, 4)
         out = torch.empty_like(x)
         nbytes = 2 * x.numel() * x.element_size()
-        for cfg in candidates(N):
+        for cfg in candidates(N, **(space or {})):
             ms, err = _measure(x, out, cfg, bench)
             g = bench.gbps(nbytes, ms)
             rows.append([M, N, cfg.num_ctas, cfg.num_warps, cfg.block_m, cfg.values_per_thread,
@@ -354,23 +508,32 @@ def sweep(quick: bool = False, log=print, shapes=None) -> dict:
         del x, out
         torch.cuda.empty_cache()
     return {"method": {"timer": "do_bench_cudagraph", "statistic": "median", "dtype": "float32",
-                       "data": "uniform(-4, 4), fresh per shape", "bytes": "2 * M * N * 4 (read x, write out)"},
+                       "data": "uniform(-4, 4), fresh per shape", "bytes": "2 * M * N * 4 (read x, write out)",
+                       "space": f"candidates(N): 1-16 CTAs, 1-16 warps, 16-{MAX_VALUES_PER_THREAD} values per thread"},
             "ceilings": {"copy_gbps": round(copy, 1)},
             "columns": ["M", "N", "num_ctas", "num_warps", "block_m", "values_per_thread", "time_us",
                         "gbps", "fraction_of_copy", "max_abs_err"],
             "rows": rows}
 
 
+WIDE_SPACE = dict(min_values=32, max_rows=2)       # wide rows: fewer, fuller threads; at most 2 rows per program
+
+
 def sweep_wide(quick: bool = False, log=print) -> dict:
-    """The sweep, restricted to rows that need a cluster (WIDE_SHAPES)."""
-    return sweep(log=log, shapes=WIDE_SHAPES[:2] if quick else WIDE_SHAPES)
+    """The sweep of rows that need a cluster (WIDE_SHAPES), over WIDE_SPACE: 32 to 128 values per thread,
+    at most 2 rows per program (the narrower sweep of results/h200/softmax_sweep.json stopped at 64)."""
+    result = sweep(log=log, shapes=WIDE_SHAPES[:1] if quick else WIDE_SHAPES, space=WIDE_SPACE)
+    result["method"]["space"] = f"candidates(N, **{WIDE_SPACE})"
+    return result
 
 
 def benchmark(quick: bool = False, log=print) -> dict:
-    """The chapter's benchmark: the picked config (fused and two-pass kernels) vs torch.softmax vs
-    the best single-CTA variant, with the copy of the same bytes."""
+    """The chapter's benchmark, all in one run: the picked configuration (fused and two-pass kernels),
+    the upstream tutorial's design at the best of its configurations, torch.softmax, a single-CTA online
+    softmax on wide rows, the copy of the same bytes, and how many clusters fit on the GPU at once."""
     import torch
     from . import bench
+    from .cluster import max_clusters
     require(CLUSTERS, "the softmax benchmark")
     copy = bench.copy_ceiling_gbps()
     blas = bench.cublas_tflops()
@@ -381,30 +544,72 @@ def benchmark(quick: bool = False, log=print) -> dict:
         x = torch.empty((M, N), device="cuda").uniform_(-4, 4)
         out = torch.empty_like(x)
         nbytes = 2 * x.numel() * x.element_size()
+        gb = lambda ms: bench.gbps(nbytes, ms)                                        # noqa: E731
         cfg = pick_config(N)
         ms, err = _measure(x, out, cfg, bench)
+        resident = _resident_clusters(x, out, cfg, max_clusters)
         two_ms = _measure(x, out, cfg, bench, two_pass=True)[0]
+        seed = []
+        for c, w in upstream_design_configs(N):
+            upstream_design(x, out, c, w)
+            seed_err = (out - torch.softmax(x, dim=1)).abs().max().item()
+            if seed_err > 1e-4:
+                raise AssertionError(f"the upstream design at {c} x {w} is wrong by {seed_err}")
+            seed.append((bench.time_ms(lambda: upstream_design(x, out, c, w)), f"{c} CTA x {w} warps"))
+        seed_ms, seed_cfg = min(seed)
+        online = None
+        if N > ONE_CTA_MAX_N:
+            online_softmax(x, out)
+            torch.testing.assert_close(out, torch.softmax(x, dim=1), atol=1e-5, rtol=1e-5)
+            online = round(gb(bench.time_ms(lambda: online_softmax(x, out))), 1)
         torch_ms = bench.time_ms(lambda: torch.softmax(x, dim=1))
         copy_ms = bench.time_ms(lambda: out.copy_(x))
-        single = [(float("nan"), None)]
-        if N <= 32 * MAX_WARPS * MAX_VALUES_PER_THREAD:
-            single = [(_measure(x, out, c, bench)[0], c) for c in candidates(N, max_ctas=1)]
-        s_ms, s_cfg = min(single, key=lambda t: t[0])
-        g, tg = bench.gbps(nbytes, ms), bench.gbps(nbytes, torch_ms)
-        sg = bench.gbps(nbytes, s_ms) if s_cfg else None
-        rows.append([M, N, cfg.num_ctas, cfg.num_warps, cfg.block_m, round(g, 1),
-                     round(bench.gbps(nbytes, two_ms), 1), round(tg, 1), None if sg is None else round(sg, 1),
-                     None if s_cfg is None else f"{s_cfg.num_warps}w x {s_cfg.block_m}r",
-                     round(bench.gbps(nbytes, copy_ms), 1), round(g / copy, 4), round(tg / copy, 4), err])
-        log(f"[softmax] {M}x{N}: gluon {g:.0f} GB/s ({g / copy:.2f}) with {cfg.num_ctas} CTAs, torch {tg:.0f} "
-            f"({tg / copy:.2f}), best 1-CTA {sg if sg is None else round(sg)}, err {err:.1e}")
+        g = gb(ms)
+        rows.append([M, N, cfg.num_ctas, cfg.num_warps, cfg.block_m, cfg.values_per_thread, resident, round(g, 1),
+                     round(gb(two_ms), 1), round(gb(seed_ms), 1), seed_cfg, round(gb(torch_ms), 1), online,
+                     round(gb(copy_ms), 1), round(g / copy, 4), round(gb(seed_ms) / copy, 4),
+                     round(gb(torch_ms) / copy, 4), err])
+        log(f"[softmax] {M}x{N}: ours {g:.0f} GB/s ({g / copy:.3f}) with {cfg.num_ctas}x{cfg.num_warps}, upstream design "
+            f"{gb(seed_ms):.0f} ({seed_cfg}), torch {gb(torch_ms):.0f}, online {online}, {resident} clusters resident")
         del x, out
         torch.cuda.empty_cache()
     return {"method": {"timer": "do_bench_cudagraph", "statistic": "median", "dtype": "float32",
                        "data": "uniform(-4, 4), fresh per shape", "bytes": "2 * M * N * 4 (read x, write out)",
-                       "config": "pick_config(N)", "single_cta": "best of candidates(N, max_ctas=1)"},
+                       "config": "pick_config(N): the best of the recorded sweep for this width",
+                       "seed_design": "upstream_design_kernel (the design of python/tutorials/gluon/14-multicta.py), "
+                                      "best of upstream_design_configs(N) in this run",
+                       "online": "online_softmax_kernel: one CTA per row, two passes over the row (rows > 32768)",
+                       "resident_clusters": "cuOccupancyMaxActiveClusters of the picked kernel"},
             "ceilings": {"copy_gbps": round(copy, 1), "cublas_fp16_tflops": {"8192x8192x8192": round(blas, 1)}},
-            "columns": ["M", "N", "num_ctas", "num_warps", "block_m", "gluon_gbps", "two_pass_gbps", "torch_gbps",
-                        "single_cta_gbps", "single_cta_config", "copy_same_bytes_gbps", "gluon_fraction",
+            "columns": ["M", "N", "num_ctas", "num_warps", "block_m", "values_per_thread", "resident_clusters",
+                        "gluon_gbps", "two_pass_gbps", "seed_design_gbps", "seed_design_config", "torch_gbps",
+                        "online_gbps", "copy_same_bytes_gbps", "gluon_fraction", "seed_design_fraction",
                         "torch_fraction", "max_abs_err"],
             "rows": rows}
+
+
+def _resident_clusters(x, out, cfg, max_clusters) -> int:
+    """How many clusters of the picked kernel the GPU holds at once (the occupancy calculator)."""
+    M, N = x.shape
+    align = alignment(N, x, out, cfg.vec)
+    compiled = softmax_kernel.warmup(x, out, M, N // align, x.stride(0) // align, out.stride(0) // align,
+                                     BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, ALIGN=align, layout=cfg.layout,
+                                     INSTRUMENT=False, grid=(1,), num_warps=cfg.num_warps, num_ctas=cfg.num_ctas)
+    return max_clusters(compiled, cfg.num_ctas)
+
+
+def upstream_design_spec(num_ctas: int = 4, N: int = 65536, num_warps: int = 4) -> lens.KernelSpec:
+    layout = gl.BlockedLayout([4], [32], [num_warps], [0], cga_layout=[[1 << i] for i in range(log2(num_ctas))])
+    return lens.KernelSpec("softmax_upstream_design", upstream_design_kernel,
+                           {"x_ptr": "*fp32", "out_ptr": "*fp32", "n_div": "i32", "x_stride_div": "i32",
+                            "out_stride_div": "i32", "BLOCK_N": "constexpr", "ALIGN": "constexpr", "layout": "constexpr"},
+                           {"BLOCK_N": _pow2(N), "ALIGN": 4, "layout": layout}, {"num_warps": num_warps, "num_ctas": num_ctas},
+                           expect=_EXPECT_ROW + (_EXPECT_CLUSTER if num_ctas > 1 else ()), divisible=("x_ptr", "out_ptr"))
+
+
+def online_softmax_spec(num_warps: int = 8, chunk: int = 4096) -> lens.KernelSpec:
+    return lens.KernelSpec("online_softmax", online_softmax_kernel,
+                           {"x_ptr": "*fp32", "out_ptr": "*fp32", "n_div": "i32", "x_stride_div": "i32",
+                            "out_stride_div": "i32", "CHUNK": "constexpr", "ALIGN": "constexpr", "layout": "constexpr"},
+                           {"CHUNK": chunk, "ALIGN": 4, "layout": gl.BlockedLayout([4], [32], [num_warps], [0])},
+                           {"num_warps": num_warps, "num_ctas": 1}, expect=_EXPECT_ROW, divisible=("x_ptr", "out_ptr"))

@@ -17,8 +17,22 @@ def test_picker_covers_every_width(N):
 
 
 def test_picker_refuses_rows_beyond_a_cluster():
-    with pytest.raises(ValueError, match="online softmax"):
+    with pytest.raises(ValueError, match="online_softmax"):
         softmax.pick_config(softmax.MAX_N + 1)
+
+
+def test_picker_takes_the_recorded_best_and_says_so():
+    """For a width the recorded sweep measured, the picker takes its best configuration and explain()
+    names the measurement; elsewhere it falls back to the fitted rule and says that."""
+    for N in (1024, 65536, 262144):
+        rec = softmax.recorded_best(N)
+        cfg = softmax.pick_config(N)
+        b = rec["best"]
+        assert (cfg.num_ctas, cfg.num_warps, cfg.block_m) == (b["num_ctas"], b["num_warps"], b["block_m"])
+        assert f"{b['fraction_of_copy']:.3f}" in cfg.explain() and rec["gpu"] in cfg.explain()
+        assert all(r["fraction_of_copy"] <= b["fraction_of_copy"] for r in softmax.recorded_sweeps()[0]
+                   if softmax._pow2(r["N"]) == softmax._pow2(N) and r["N"] == b["N"])
+    assert "no recorded sweep" in softmax.pick_config(600000).explain()
 
 
 @pytest.mark.parametrize("kwargs, msg", [
