@@ -232,13 +232,12 @@ def recorded_sweeps(gpu_folder: str = "h200") -> tuple:
 
 def recorded_best(N: int, gpu_folder: str = "h200"):
     """The best measured (CTAs, warps, rows per program) for rows as wide as ``N`` (the same power of
-    two; rows of exactly N preferred), its fraction of copy bandwidth, the runner-up and how many were
-    measured; None if nothing was recorded for that width."""
+    two: the same tile), its fraction of copy bandwidth, the runner-up and how many were measured; None
+    if nothing was recorded for that width."""
     recs, meta = recorded_sweeps(gpu_folder)
     same = [r for r in recs if _pow2(r["N"]) == _pow2(N) and r["values_per_thread"] <= MAX_VALUES_PER_THREAD]
-    exact = [r for r in same if r["N"] == N]
     best_of = {}                             # one entry per configuration: its best measurement
-    for r in sorted(exact or same, key=lambda r: -r["fraction_of_copy"]):
+    for r in sorted(same, key=lambda r: -r["fraction_of_copy"]):
         best_of.setdefault((r["num_ctas"], r["num_warps"], r["block_m"]), r)
     rows = list(best_of.values())
     if not rows:
