@@ -332,8 +332,8 @@ def plan(M, N, K, dtype, block_m, block_n, block_k, stages, num_ctas, minor_dim,
         raise ValueError(f"num_ctas must be 1, 2 or 4 (CTAs stacked along M sharing B), got {num_ctas!r}")
     if block_m not in (64, 128):
         raise ValueError(f"block_m must be 64 or 128 (one or two warpgroups per tile), got {block_m}")
-    if block_n % 8 or not 8 <= block_n <= 256:
-        raise ValueError(f"block_n must be a multiple of 8 up to 256 (one wgmma), got {block_n}")
+    if block_n & (block_n - 1) or not 8 <= block_n <= 256:
+        raise ValueError(f"block_n must be a power of two from 8 to 256 (one wgmma; a TMA box), got {block_n}")
     if block_k not in (32, 64):
         raise ValueError(f"block_k must be 32 or 64, got {block_k}")
     if consumers not in (1, 2) or (consumers == 2 and (block_m * block_n > 128 * 128 or not warp_specialize)):

@@ -36,7 +36,7 @@ def test_ping_pong_gives_each_consumer_a_warpgroup_and_registers():
 
 
 @pytest.mark.parametrize("cfg, msg", [({"num_ctas": 8}, "1, 2 or 4"), ({"block_m": 256}, "64 or 128"),
-                                      ({"block_n": 512}, "up to 256"), ({"stages": 5}, "shared memory"),
+                                      ({"block_n": 512}, "power of two from 8 to 256"), ({"stages": 5}, "shared memory"),
                                       ({"block_k": 128}, "32 or 64"), ({"consumers": 2}, "ping-pong"),
                                       ({"epilogue_n": 48}, "epilogue_n"),
                                       ({"consumers": 2, "block_m": 64, "warp_specialize": False}, "ping-pong")])
