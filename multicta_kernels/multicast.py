@@ -119,8 +119,8 @@ def multicast_copy_kernel(in_desc, in_ptr, out_desc, bad_ptr, MULTICAST: gl.cons
 def tile_stream_kernel(desc, out_ptr, TILES, SRC_TILES, MULTICAST: gl.constexpr, STAGES: gl.constexpr,
                        RELEASE: gl.constexpr, group_all: gl.constexpr, INSTRUMENT: gl.constexpr = False):
     """Stream TILES tiles into every CTA of the cluster through a ring of STAGES buffers; the
-    cluster's CTAs all need the same tiles. MULTICAST: each CTA fetches 1/C of each tile and
-    multicasts it, instead of fetching the whole tile itself."""
+    cluster's CTAs all need the same tiles. MULTICAST: one load per tile, issued by CTA 0 of the
+    cluster for all of them (the compiler predicates it on the cluster rank), instead of one load per CTA."""
     BR: gl.constexpr = desc.block_shape[0]
     bufs = gl.allocate_shared_memory(desc.dtype, [STAGES] + desc.block_shape, desc.layout)
     ready, empty, go = ring_barriers(STAGES, RELEASE, group_all)

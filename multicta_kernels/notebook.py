@@ -105,3 +105,17 @@ def diff(old, new, context: int = 3):
     lines = difflib.unified_diff(a, b, fromfile=getattr(old, "__name__", "old"), tofile=getattr(new, "__name__", "new"),
                                  n=context, lineterm="")
     return Code("\n".join(lines), language="diff")
+
+
+def census_diff(before, after, patterns=None, names=("package", "yours")):
+    """A table of the instructions whose counts differ between two compiled kernels (``lens.Compiled``):
+    what a change to a kernel did to its PTX. ``patterns`` restricts it to lines containing those strings."""
+    a, b = before.census(patterns), after.census(patterns)
+    rows = [[op, a.get(op, 0), b.get(op, 0), b.get(op, 0) - a.get(op, 0)]
+            for op in sorted(set(a) | set(b)) if a.get(op, 0) != b.get(op, 0)]
+    if before.shared_bytes != after.shared_bytes:
+        rows.append(["(shared memory, bytes)", before.shared_bytes, after.shared_bytes,
+                     after.shared_bytes - before.shared_bytes])
+    if not rows:
+        return table([["(no instruction count changed)", "", "", ""]], ["instruction", *names, "difference"])
+    return table(rows, ["instruction", *names, "difference"])

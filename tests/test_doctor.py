@@ -65,3 +65,14 @@ def test_every_check_names_an_existing_function():
         assert callable(getattr(importlib.import_module(module), fn)), c.name
         assert c.chapter in doctor.CHAPTERS and c.feature in doctor.CHAPTER_FEATURES[c.chapter]
     assert {c.feature for c in doctor.CHECKS.values()} >= {CLUSTERS, WGMMA, TCGEN05}
+
+
+def test_census_diff_lists_only_what_changed():
+    import dataclasses
+    from multicta_kernels import catalog, lens, notebook
+    base = catalog.compile("barrier_cost", "sm_90a", num_ctas=2, mode=1)
+    spec = catalog.spec("barrier_cost", num_ctas=2, mode=3)                 # the same round, with fences
+    html = notebook.census_diff(base, lens.compile(dataclasses.replace(spec), "sm_90a")).data
+    assert "fence.acq_rel.cluster" in html and "<td>0</td><td>3</td><td>3</td>" in html
+    same = notebook.census_diff(base, base).data
+    assert "no instruction count changed" in same
