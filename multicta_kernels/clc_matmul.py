@@ -30,6 +30,7 @@ from . import lens
 from .cluster import check_m_split, matmul_spec, nvmma_layout, operand_cga_layouts, prepare_matmul, stage_of
 from .hardware import SMEM_PER_CTA, TCGEN05, TMEM_COLUMNS, log2, require
 from .tile_order import snake_tile
+from .timeline import scope
 
 CLC_SLOTS = gl.constexpr(2)          # CLC answers in flight
 CLC_READERS = gl.constexpr(4)        # scheduler, loader, MMA and epilogue each read every answer
@@ -62,6 +63,7 @@ class Shared:
     EPI_N: gl.constexpr
     MINOR_DIM: gl.constexpr
     TILE_WIDTH: gl.constexpr
+    INSTRUMENT: gl.constexpr                  # timeline scopes (no code unless proton records)
 
     @gluon.jit
     def tile(self, lin):
@@ -86,14 +88,16 @@ def scheduler_partition(p):
     has_work = True
     while has_work:
         slot, phase = stage_of(i, CLC_SLOTS)
-        mbarrier.wait(p.clc_empty.index(slot), phase ^ 1)                   # my CTA's readers freed it
-        # Every CTA's readers, not only CTA 0's: the answer lands in every CTA's slot. A rendezvous
-        # of the schedulers at cluster scope (3.9 lowers it to a cross-CTA mbarrier hand-shake, and
-        # fences the generic reads before the async-proxy write of the next answer).
-        hopper.cluster.barrier()
-        mbarrier.expect(p.clc_ready.index(slot), 16)                         # every CTA gets the 16 bytes
-        clc.try_cancel(p.clc_result.index(slot), p.clc_ready.index(slot))    # CTA 0 asks, all receive
-        has_work, _ = p.next_tile(i)             # stop at the first failed cancel: retrying is undefined
+        with scope("ask", p.INSTRUMENT):
+            mbarrier.wait(p.clc_empty.index(slot), phase ^ 1)               # my CTA's readers freed it
+            # Every CTA's readers, not only CTA 0's: the answer lands in every CTA's slot. A rendezvous
+            # of the schedulers at cluster scope (3.9 lowers it to a cross-CTA mbarrier hand-shake, and
+            # fences the generic reads before the async-proxy write of the next answer).
+            hopper.cluster.barrier()
+            mbarrier.expect(p.clc_ready.index(slot), 16)                     # every CTA gets the 16 bytes
+            clc.try_cancel(p.clc_result.index(slot), p.clc_ready.index(slot))   # CTA 0 asks, all receive
+        with scope("answer", p.INSTRUMENT):
+            has_work, _ = p.next_tile(i)         # stop at the first failed cancel: retrying is undefined
         i += 1
 
 
@@ -109,10 +113,14 @@ def load_partition(p):
         off_m, off_n = p.tile(lin)
         for k in range(k_tiles):
             s, phase = stage_of(it, p.STAGES)
-            mbarrier.wait(p.load_empty.index(s), phase ^ 1)                     # fresh barriers pass
-            mbarrier.expect(p.load_ready.index(s), nbytes)                      # per CTA
-            tma.async_load(p.a_desc, [off_m, k * p.BK], p.load_ready.index(s), p.a_bufs.index(s), multicast=True)
-            tma.async_load(p.b_desc, [k * p.BK, off_n], p.load_ready.index(s), p.b_bufs.index(s), multicast=True)
+            with scope("wait_free", p.INSTRUMENT):
+                mbarrier.wait(p.load_empty.index(s), phase ^ 1)                 # fresh barriers pass
+            with scope("load", p.INSTRUMENT):
+                mbarrier.expect(p.load_ready.index(s), nbytes)                  # per CTA
+                tma.async_load(p.a_desc, [off_m, k * p.BK], p.load_ready.index(s), p.a_bufs.index(s),
+                               multicast=True)
+                tma.async_load(p.b_desc, [k * p.BK, off_n], p.load_ready.index(s), p.b_bufs.index(s),
+                               multicast=True)
             it += 1
         has_work, lin = p.next_tile(i)
         i += 1
@@ -127,14 +135,17 @@ def mma_partition(p):
     has_work = True
     while has_work:
         a, acc_phase = stage_of(t, p.ACC_STAGES)
-        mbarrier.wait(p.acc_empty.index(a), acc_phase ^ 1)                    # both epilogues drained it
+        with scope("wait_acc", p.INSTRUMENT):
+            mbarrier.wait(p.acc_empty.index(a), acc_phase ^ 1)                # both epilogues drained it
         acc = p.acc_bufs.index(a)
         for k in range(k_tiles):
             s, phase = stage_of(it, p.STAGES)
-            mbarrier.wait(p.load_ready.index(s), phase)
-            tcgen05_mma(p.a_bufs.index(s), p.b_bufs.index(s), acc, use_acc=k > 0, multicast=True,
-                        mbarriers=[p.load_empty.index(s), p.acc_ready.index(a)],
-                        mbarrier_preds=[True, k == k_tiles - 1])
+            with scope("wait_ready", p.INSTRUMENT):
+                mbarrier.wait(p.load_ready.index(s), phase)
+            with scope("mma", p.INSTRUMENT):
+                tcgen05_mma(p.a_bufs.index(s), p.b_bufs.index(s), acc, use_acc=k > 0, multicast=True,
+                            mbarriers=[p.load_empty.index(s), p.acc_ready.index(a)],
+                            mbarrier_preds=[True, k == k_tiles - 1])
             it += 1
         t += 1
         has_work, _ = p.next_tile(i)
@@ -154,16 +165,18 @@ def epilogue_partition(p):
     while has_work:
         off_m, off_n = p.tile(lin)
         a, acc_phase = stage_of(t, p.ACC_STAGES)
-        mbarrier.wait(p.acc_ready.index(a), acc_phase)
+        with scope("wait_acc", p.INSTRUMENT):
+            mbarrier.wait(p.acc_ready.index(a), acc_phase)
         acc = p.acc_bufs.index(a)
-        for j in gl.static_range(SUBTILES):
-            part = acc.slice(j * p.EPI_N, p.EPI_N).load()
-            buf = c_bufs.index(stores % 2)           # alternate across tiles too: with one sub-tile per
-            tma.store_wait(1)                        # tile, restarting at 0 would overwrite a buffer the
-            buf.store(part.to(dtype))                # previous tile's store may still be reading
-            fence_async_shared()
-            tma.async_store(p.c_desc, [off_m, off_n + j * p.EPI_N], buf)
-            stores += 1
+        with scope("store", p.INSTRUMENT):
+            for j in gl.static_range(SUBTILES):
+                part = acc.slice(j * p.EPI_N, p.EPI_N).load()
+                buf = c_bufs.index(stores % 2)       # alternate across tiles too: with one sub-tile per
+                tma.store_wait(1)                    # tile, restarting at 0 would overwrite a buffer the
+                buf.store(part.to(dtype))            # previous tile's store may still be reading
+                fence_async_shared()
+                tma.async_store(p.c_desc, [off_m, off_n + j * p.EPI_N], buf)
+                stores += 1
         mbarrier.arrive(p.acc_empty.index(a))        # group of the pair: lands on the leader
         t += 1
         has_work, lin = p.next_tile(i)
@@ -174,7 +187,7 @@ def epilogue_partition(p):
 @gluon.jit
 def clc_matmul_kernel(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr, ACC_STAGES: gl.constexpr,
                       EPI_N: gl.constexpr, MINOR_DIM: gl.constexpr, TILE_WIDTH: gl.constexpr,
-                      acc_layout: gl.constexpr, answer_layout: gl.constexpr):
+                      acc_layout: gl.constexpr, answer_layout: gl.constexpr, INSTRUMENT: gl.constexpr = False):
     TILE_M: gl.constexpr = a_desc.block_shape[0]
     BK: gl.constexpr = a_desc.block_shape[1]
     TILE_N: gl.constexpr = b_desc.block_shape[1]
@@ -203,8 +216,7 @@ def clc_matmul_kernel(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr, ACC
 
     p = Shared(a_desc, b_desc, c_desc, a_bufs, b_bufs, load_ready, load_empty, acc_bufs, acc_ready, acc_empty,
                clc_result, clc_ready, clc_empty, gl.to_tensor(M), gl.to_tensor(N), gl.to_tensor(K),   # 1 -> constexpr
-               TILE_M, TILE_N, BK, STAGES, ACC_STAGES, EPI_N,
-               MINOR_DIM, TILE_WIDTH)
+               TILE_M, TILE_N, BK, STAGES, ACC_STAGES, EPI_N, MINOR_DIM, TILE_WIDTH, INSTRUMENT)
     gl.warp_specialize([(epilogue_partition, (p,)), (load_partition, (p,)), (mma_partition, (p,)),
                         (scheduler_partition, (p,))], [1, 1, 1], [48, 48, 48])
 
@@ -212,7 +224,7 @@ def clc_matmul_kernel(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr, ACC
 # -------------------------------------------------------------------------------- host wrapper
 
 CONFIG = dict(block_m=128, block_n=256, block_k=64, stages=6, acc_stages=2, epilogue_n=32, minor_dim=0,
-              tile_width=16, cga_layout=((1, 0),))
+              tile_width=16, cga_layout=((1, 0),), instrument=False)
 
 
 @dataclass(frozen=True)
@@ -228,6 +240,7 @@ class ClcPlan:
     minor_dim: int
     tile_width: int
     cga_layout: tuple     # the accumulator's bases: (1, 0) first (the 2-CTA pair), then more M splits
+    instrument: bool = False  # timeline scopes compiled in
 
     @property
     def num_ctas(self) -> int:
@@ -262,11 +275,11 @@ class ClcPlan:
                                  cga_layout=[list(b) for b in self.cga_layout], two_ctas=True)
         answer = gl.SwizzledSharedLayout(1, 1, 1, [0], cga_layout=[[0]] * log2(self.num_ctas))  # every CTA holds it
         return dict(STAGES=self.stages, ACC_STAGES=self.acc_stages, EPI_N=self.epilogue_n, MINOR_DIM=self.minor_dim,
-                    TILE_WIDTH=self.tile_width, acc_layout=acc, answer_layout=answer)
+                    TILE_WIDTH=self.tile_width, acc_layout=acc, answer_layout=answer, INSTRUMENT=self.instrument)
 
 
 def plan(M, N, K, dtype, block_m, block_n, block_k, stages, acc_stages, epilogue_n, minor_dim, tile_width,
-         cga_layout) -> ClcPlan:
+         cga_layout, instrument=False) -> ClcPlan:
     """Validate a configuration for an (M, N, K) problem; raises ValueError naming what to change."""
     acc = tuple(tuple(b) for b in cga_layout)
     if not acc or acc[0] != (1, 0):
@@ -288,7 +301,8 @@ def plan(M, N, K, dtype, block_m, block_n, block_k, stages, acc_stages, epilogue
         raise ValueError("minor_dim must be 0 or 1 and tile_width at least 1")
     if K < 1 or K % 8 or N % 8:
         raise ValueError(f"K and N must be positive multiples of 8 (16-byte aligned rows for TMA), got K={K}, N={N}")
-    p = ClcPlan(dtype, block_m, block_n, block_k, stages, acc_stages, epilogue_n, minor_dim, tile_width, acc)
+    p = ClcPlan(dtype, block_m, block_n, block_k, stages, acc_stages, epilogue_n, minor_dim, tile_width, acc,
+                instrument)
     if p.smem_bytes > SMEM_PER_CTA:
         raise ValueError(f"{stages} stages need about {p.smem_bytes // 1024} KiB of shared memory per CTA (at most "
                          f"{SMEM_PER_CTA // 1024} KiB); lower stages, block_k or block_n")
