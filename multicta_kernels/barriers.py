@@ -6,8 +6,9 @@ the CTAs that differ in that bit into one *group* sharing one barrier, which liv
 lowest CTA id, the *leader*. Triton 3.9 then applies four rules:
 
 1. ``init(count)`` runs on the leader only, with ``count * group_size``;
-2. ``expect(bytes)`` multiplies the bytes by the group size, counts as one arrival, and is issued
-   on the leader; every other CTA of the group arrives on the leader instead;
+2. ``expect(bytes)``, in every CTA of the group, is one arrival on the leader's barrier carrying that
+   CTA's own bytes (``mbarrier.arrive.expect_tx.shared::cluster``): the barrier expects the group's
+   bytes in all, bytes x group size per phase;
 3. every ``arrive`` of any CTA in the group lands on the leader's barrier;
 4. only the leader ``wait``s.
 
@@ -99,6 +100,7 @@ class BarrierLayoutModel:
         return count * self.group_size
 
     def expect_bytes(self, bytes_per_cta: int) -> int:
+        """Bytes the shared barrier waits for per phase: every CTA of the group expects its own."""
         return bytes_per_cta * self.group_size
 
 
@@ -154,13 +156,9 @@ class BarrierSim:
 
     def expect(self, cta: int, bytes_per_cta: int):
         leader = self.model.leader(cta)
-        if cta == leader:
-            n = self.model.expect_bytes(bytes_per_cta)
-            self._log(cta, "expect", f"{bytes_per_cta} B x group {self.model.group_size} = {n} B, counts as one arrival")
-            self._land(leader, 1, n)
-        else:
-            self._log(cta, "expect", f"non-leader: arrives on leader CTA {leader}")
-            self._land(leader)
+        where = "its own barrier" if leader == cta else f"leader CTA {leader}'s barrier (remote)"
+        self._log(cta, "expect", f"one arrival on {where}, expecting {bytes_per_cta} B more")
+        self._land(leader, 1, bytes_per_cta)
 
     def bytes_arrive(self, cta: int, nbytes: int):
         leader = self.model.leader(cta)
@@ -195,6 +193,30 @@ def barrier_probe_kernel(NBARS: gl.constexpr, LAYOUT: gl.constexpr, COUNT: gl.co
     mbarrier.arrive(bar)
     mbarrier.wait(bar, 0)
     mbarrier.invalidate(bar)
+
+
+@gluon.jit
+def expect_probe_kernel(NBARS: gl.constexpr, LAYOUT: gl.constexpr, NBYTES: gl.constexpr):
+    bar = gl.allocate_shared_memory(gl.int64, [NBARS], LAYOUT)
+    mbarrier.init(bar, count=1)
+    mbarrier.expect(bar, NBYTES)
+    mbarrier.wait(bar, 0)
+    mbarrier.invalidate(bar)
+
+
+def expect_facts(bases, num_ctas: int, nbytes: int = 1024, target: str = "sm_90a") -> dict:
+    """What Triton emits for ``expect(bar, nbytes)`` on a barrier layout: the init count, the bytes each
+    CTA's ``arrive.expect_tx`` carries, and whether it goes to another CTA's barrier."""
+    model = BarrierLayoutModel.of(bases, num_ctas)
+    spec = lens.KernelSpec(
+        "expect_probe", expect_probe_kernel, {"NBARS": "constexpr", "LAYOUT": "constexpr", "NBYTES": "constexpr"},
+        {"NBARS": model.num_barriers, "LAYOUT": mbarrier.MBarrierLayout([list(b) for b in model.bases]),
+         "NBYTES": nbytes}, {"num_warps": 4, "num_ctas": num_ctas})
+    ptx = lens.compile(spec, target).ptx
+    init = [int(m) for m in re.findall(r"mbarrier\.init\.shared::cta\.b64 \[[^\]]+\], (\d+);", ptx)]
+    tx = re.findall(r"mbarrier\.arrive\.expect_tx\.shared::(\w+)\.b64 _, \[[^\]]+\], (\d+);", ptx)
+    return {"init_count": init[0] if init else None, "bytes_per_arrival": int(tx[0][1]) if tx else None,
+            "remote": bool(tx) and tx[0][0] == "cluster"}
 
 
 def compiled_facts(bases, num_ctas: int, count: int = 3, target: str = "sm_90a") -> dict:

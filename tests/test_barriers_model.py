@@ -83,8 +83,8 @@ def test_sim_phases_and_parity():
 def test_sim_expect_and_bytes():
     sim = BarrierSim(BarrierLayoutModel.of([[0], [1]], 4))     # pairs {0, 1} and {2, 3}
     sim.init(1)
-    sim.expect(0, 100)                            # leader: 200 bytes, one arrival
-    sim.expect(1, 100)                            # non-leader: an arrival on CTA 0
+    sim.expect(0, 100)                            # each CTA: one arrival on CTA 0, its own 100 bytes
+    sim.expect(1, 100)
     assert not sim.wait(0, 0)
     sim.bytes_arrive(0, 100); sim.bytes_arrive(1, 100)
     assert sim.wait(0, 0)
@@ -94,6 +94,22 @@ def test_sim_expect_and_bytes():
     assert sim.wait(0, 1)
     with pytest.raises(RuntimeError, match="more bytes"):
         sim.bytes_arrive(2, 1)
+
+
+@pytest.mark.parametrize("bases, num_ctas", [([[0]], 2), ([[0], [0]], 4), ([[0], [1]], 4), ([[1]], 2)])
+def test_expect_lowering_matches_the_model(bases, num_ctas):
+    """Rule 2, checked against the PTX: every CTA of a group expects its own bytes on the leader's barrier."""
+    m = BarrierLayoutModel.of(bases, num_ctas)
+    facts = barriers.expect_facts(bases, num_ctas, 1024)
+    assert facts["init_count"] == m.init_count(1)
+    assert facts["bytes_per_arrival"] == 1024 and facts["remote"] == (m.group_size > 1)
+    sim = BarrierSim(m)
+    sim.init(1)
+    for cta in range(num_ctas):
+        sim.expect(cta, 1024)
+    for cta in range(num_ctas):
+        sim.bytes_arrive(cta, 1024)
+    assert all(b.phase == 1 for b in sim.barriers.values())      # every group's phase completed once
 
 
 def test_warp_specialize_rules():
