@@ -15,7 +15,7 @@ from triton.experimental.gluon.language.nvidia import hopper
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier
 
 from . import lens
-from .hardware import TMA_ALIGN, TMA_BOX_MAX, check_on_gpu, log2, require
+from .hardware import SMEM_PER_CTA, TMA_ALIGN, TMA_BOX_MAX, check_on_gpu, log2, require
 from .layouts import check_cga_layout
 
 # ------------------------------------------------------------------------- operand layouts and TMA
@@ -165,10 +165,17 @@ def max_clusters(compiled, num_ctas: int) -> int:
     """How many clusters of a compiled kernel can be resident at once (CUDA's occupancy calculator, with
     the kernel's real shared memory). A cluster must fit in one GPC, so this can be less than
     SMs / num_ctas (on the H200, 30 clusters of 4, not 33): a persistent grid larger than this runs its
-    last clusters as a second wave."""
+    last clusters as a second wave. Triton 3.9's binding asks with 128 threads per CTA whatever the
+    kernel's warps: exact for 4-warp CTAs and for kernels whose shared memory allows one CTA per SM (the
+    matmuls); for others it can overestimate (see :func:`resident_clusters_known`)."""
     import triton
     return triton.runtime.driver.active.utils.cuOccupancyMaxActiveClusters(
         _loaded(compiled).function, compiled.metadata.shared, num_ctas)
+
+
+def resident_clusters_known(num_warps: int, shared_bytes: int) -> bool:
+    """Whether :func:`max_clusters` is exact for such a kernel (see its docstring)."""
+    return num_warps == 4 or shared_bytes > SMEM_PER_CTA // 2
 
 
 def _loaded(compiled):

@@ -271,6 +271,26 @@ def resources(ptx: str, target: str) -> dict:
             "stack": max(number(r"(\d+) bytes stack frame"), number(r"(\d+) bytes cumulative stack size"))}
 
 
+def cluster_exchanges(ptx: str) -> dict:
+    """The cross-CTA structure of a kernel, in program order: ``barriers`` (cluster barrier waits),
+    ``exchanges`` (a wait followed by reads of peers' shared memory) and ``sequence``, a compact trace:
+    S shared-memory stores, a cluster-barrier arrives, B waits, L ``ld.shared::cluster`` (n: a run of n)."""
+    seq = []
+    for _, op, _line in instructions(ptx):
+        mark = ("B" if op.startswith("barrier.cluster.wait") else "a" if op.startswith("barrier.cluster.arrive")
+                else "L" if op.startswith("ld.shared::cluster") else "S" if op.startswith(("st.shared", "stmatrix"))
+                else None)
+        if mark:
+            if seq and seq[-1][0] == mark:
+                seq[-1][1] += 1
+            else:
+                seq.append([mark, 1])
+    marks = [m for m, _ in seq]
+    exchanges = sum(1 for i, m in enumerate(marks) if m == "B" and i + 1 < len(marks) and marks[i + 1] == "L")
+    return {"barriers": sum(n for m, n in seq if m == "B"), "exchanges": exchanges,
+            "sequence": " ".join(m + (str(n) if n > 1 else "") for m, n in seq)}
+
+
 def excerpt(ptx: str, pattern: str, context: int = 2, max_hits: int = 2) -> str:
     """PTX lines around the first ``max_hits`` lines containing ``pattern``, numbered."""
     lines = ptx.splitlines()

@@ -578,7 +578,8 @@ def benchmark(quick: bool = False, log=print) -> dict:
                        "seed_design": "upstream_design_kernel (the design of python/tutorials/gluon/14-multicta.py), "
                                       "best of upstream_design_configs(N) in this run",
                        "online": "online_softmax_kernel: one CTA per row, two passes over the row (rows > 32768)",
-                       "resident_clusters": "cuOccupancyMaxActiveClusters of the picked kernel"},
+                       "resident_clusters": "cuOccupancyMaxActiveClusters of the picked kernel where Triton's "
+                                            "binding is exact (4-warp CTAs), else null"},
             "ceilings": {"copy_gbps": round(copy, 1), "cublas_fp16_tflops": {"8192x8192x8192": round(blas, 1)}},
             "columns": ["M", "N", "num_ctas", "num_warps", "block_m", "values_per_thread", "resident_clusters",
                         "gluon_gbps", "two_pass_gbps", "seed_design_gbps", "seed_design_config", "torch_gbps",
@@ -594,6 +595,9 @@ def _resident_clusters(x, out, cfg, max_clusters) -> int:
     compiled = softmax_kernel.warmup(x, out, M, N // align, x.stride(0) // align, out.stride(0) // align,
                                      BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, ALIGN=align, layout=cfg.layout,
                                      INSTRUMENT=False, grid=(1,), num_warps=cfg.num_warps, num_ctas=cfg.num_ctas)
+    from .cluster import resident_clusters_known
+    if not resident_clusters_known(cfg.num_warps, compiled.metadata.shared):
+        return None                          # Triton's binding assumes 4 warps: its answer would be wrong
     return max_clusters(compiled, cfg.num_ctas)
 
 
