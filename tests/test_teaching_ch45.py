@@ -1,0 +1,256 @@
+"""What chapters 4 and 5 teach beyond their kernels, checked on a CPU: the numbers their prose is generated
+from, the claims of their comparison with the upstream tutorial that concern this book's kernels, and what
+each "change it and see" variant does to the PTX.
+
+Variants are the package's kernels with a textual edit, written to a module of their own (``gluon.jit``
+reads a function's source from its file), so no kernel is retyped here.
+"""
+import collections
+import difflib
+import importlib.util
+import inspect
+import itertools
+import re
+import sys
+import textwrap
+from dataclasses import replace
+from types import SimpleNamespace
+from unittest import mock
+
+import numpy as np
+import pytest
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.blackwell import (TensorMemoryLayout, allocate_tensor_memory,
+                                                                 tcgen05_commit, tcgen05_mma, tcgen05_mma_barrier_count)
+from triton.experimental.gluon.language.nvidia.hopper import mbarrier
+
+from multicta_kernels import catalog, clc_matmul as cm, cluster, layouts, lens, notebook, tile_order, two_cta
+
+
+def variant(tmp_path, name, *kernels, edits=None, drop=None):
+    """The source of package ``kernels`` with ``edits`` (old -> new, each applying exactly once) and without
+    the lines whose code is ``drop``, in a new module that star-imports the kernels' own module."""
+    module = inspect.getmodule(kernels[0].fn)
+    parts = [f"from {module.__name__} import *", "from triton.experimental import gluon"]
+    src = "\n\n\n".join(parts + [textwrap.dedent(inspect.getsource(k.fn)) for k in kernels])
+    for old, new in (edits or {}).items():
+        assert src.count(old) == 1, f"edit {old!r} applies {src.count(old)} times"
+        src = src.replace(old, new)
+    if drop:
+        lines = src.splitlines()
+        src = "\n".join(ln for ln in lines if ln.split("#")[0].strip() != drop)
+        assert len(src.splitlines()) < len(lines), f"no line {drop!r}"
+    path = tmp_path / f"{name}.py"
+    path.write_text(src)
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def init_counts(ptx):
+    return collections.Counter(int(n) for n in re.findall(r"mbarrier\.init\.shared(?:::cta)?\.b64 \[[^\]]+\], (\d+);", ptx))
+
+
+# ------------------------------------------------------------------------------------------ chapter 4
+
+def code_lines(kernel):
+    lines = textwrap.dedent(inspect.getsource(kernel.fn)).splitlines()[2:]
+    return [ln.split("#")[0].strip() for ln in lines if ln.split("#")[0].strip()]
+
+
+def test_twins_differ_in_two_lines_of_kernel_code():
+    one, two = code_lines(two_cta.one_cta_mma_kernel), code_lines(two_cta.two_cta_mma_kernel)
+    changed = [(a, b) for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=one, b=two, autojunk=False).get_opcodes()
+               if tag != "equal" for a, b in itertools.zip_longest(one[i1:i2], two[j1:j2], fillvalue="")]
+    assert changed == [("loaded = mbarrier.allocate_mbarrier()", "loaded = mbarrier.allocate_mbarrier(two_ctas=True)"),
+                       ("mbarrier.init(done, count=tcgen05_mma_barrier_count([a_smem, b_smem], multicast=False, "
+                        "two_ctas=False))",
+                        "mbarrier.init(done, count=tcgen05_mma_barrier_count([a_smem, b_smem], multicast=False, "
+                        "two_ctas=True))")]
+
+
+def test_host_side_changes_six_layout_values():
+    one, two = two_cta.tile_layouts(128, 128, 64, False), two_cta.tile_layouts(256, 128, 64, True)
+    values = [(one[x].cga_layout, two[x].cga_layout) for x in "abc"]
+    values += [(one["acc"].two_ctas, two["acc"].two_ctas), (one["acc"].cga_layout, two["acc"].cga_layout),
+               (one["acc"].block, two["acc"].block), (one["num_ctas"], two["num_ctas"])]
+    assert sum(a != b for a, b in values) == 6
+    assert one["acc"].block == two["acc"].block                  # each CTA of the pair holds 128 rows
+
+
+def barrier_count(operand_bases, multicast, two_ctas):
+    smems = [SimpleNamespace(layout=SimpleNamespace(cga_layout=[list(b) for b in bases])) for bases in operand_bases]
+    return tcgen05_mma_barrier_count(smems, multicast, two_ctas)
+
+
+@pytest.mark.parametrize("acc_bases, multicast_count", [([(1, 0)], 1), ([(1, 0), (2, 0)], 2), ([(1, 0), (2, 0), (4, 0)], 4)])
+def test_with_two_cta_layouts_only_multicast_changes_the_barrier_count(acc_bases, multicast_count):
+    ops = cluster.operand_cga_layouts(acc_bases, two_ctas=True)
+    assert [barrier_count(ops, m, t) for m in (False, True) for t in (False, True)] == [1, 1] + [multicast_count] * 2
+
+
+def test_per_cta_loaded_barrier_turns_the_pair_loads_into_cta_loads(tmp_path):
+    mod = variant(tmp_path, "ch4_loaded_per_cta", two_cta.two_cta_mma_kernel, edits={
+        "loaded = mbarrier.allocate_mbarrier(two_ctas=True)": "loaded = mbarrier.allocate_mbarrier()"})
+    package = catalog.compile("two_cta_mma", "sm_100a")
+    yours = lens.compile(replace(two_cta.two_cta_mma_spec(), fn=mod.two_cta_mma_kernel), "sm_100a")
+    a, b = package.census(), yours.census()
+    pair_load = "cp.async.bulk.tensor.2d.cta_group::2.shared::cluster.global.mbarrier::complete_tx::bytes"
+    cta_load = "cp.async.bulk.tensor.2d.cta_group::1.shared::cta.global.mbarrier::complete_tx::bytes"
+    assert (a.get(pair_load, 0), a.get(cta_load, 0)) == (2, 0) and (b.get(pair_load, 0), b.get(cta_load, 0)) == (0, 2)
+    assert a.get("mbarrier.arrive.expect_tx.shared::cluster.b64") == 1 == b.get("mbarrier.arrive.expect_tx.shared::cta.b64")
+    assert init_counts(package.ptx) == {1: 1, 2: 1} and init_counts(yours.ptx) == {1: 2}
+
+
+def test_done_count_of_two_changes_only_an_operand(tmp_path):
+    mod = variant(tmp_path, "ch4_done_two", two_cta.two_cta_mma_kernel, edits={
+        "mbarrier.init(done, count=tcgen05_mma_barrier_count([a_smem, b_smem], multicast=False, two_ctas=True))":
+            "mbarrier.init(done, count=2)"})
+    package = catalog.compile("two_cta_mma", "sm_100a")
+    yours = lens.compile(replace(two_cta.two_cta_mma_spec(), fn=mod.two_cta_mma_kernel), "sm_100a")
+    assert package.census() == yours.census()
+    assert init_counts(package.ptx) == {1: 1, 2: 1} and init_counts(yours.ptx) == {2: 2}
+
+
+@gluon.jit
+def commit_demo(a_layout: gl.constexpr, b_layout: gl.constexpr, acc_layout: gl.constexpr, HOW: gl.constexpr):
+    a = gl.allocate_shared_memory(gl.float16, [512, 64], a_layout)
+    b = gl.allocate_shared_memory(gl.float16, [64, 128], b_layout)
+    acc = allocate_tensor_memory(gl.float32, [512, 128], acc_layout)
+    bar = mbarrier.allocate_mbarrier()
+    mbarrier.init(bar, count=1)
+    if HOW == 0:
+        tcgen05_mma(a, b, acc, use_acc=False, multicast=True, mbarriers=[bar])
+    elif HOW == 1:
+        tcgen05_mma(a, b, acc, use_acc=False, mbarriers=[bar])
+    elif HOW == 2:
+        tcgen05_mma(a, b, acc, use_acc=False)
+        tcgen05_commit(bar, descs=[a, b])
+    else:
+        tcgen05_mma(a, b, acc, use_acc=False)
+        tcgen05_commit(bar)
+    mbarrier.wait(bar, 0)
+
+
+def test_commit_descs_multicast_like_the_mma():
+    """Chapter 4: tcgen05_commit(descs=...) reaches every CTA sharing the operands, as multicast=True does;
+    without either the mask is the issuing pair's, computed at run time."""
+    acc_bases = [(1, 0), (2, 0)]
+    a_bases, b_bases = cluster.operand_cga_layouts(acc_bases, two_ctas=True)
+    lay = dict(a_layout=cluster.nvmma_layout([512, 64], gl.float16, a_bases),
+               b_layout=cluster.nvmma_layout([64, 128], gl.float16, b_bases),
+               acc_layout=TensorMemoryLayout(block=(128, 128), col_stride=1, cga_layout=[list(x) for x in acc_bases],
+                                             two_ctas=True))
+    setters = []
+    for how in range(4):
+        spec = lens.KernelSpec("commit_demo", commit_demo, {k: "constexpr" for k in [*lay, "HOW"]}, {**lay, "HOW": how},
+                               {"num_warps": 4, "num_ctas": 4}, targets=("sm_100a",))
+        ptx = lens.compile(spec, "sm_100a").ptx.splitlines()
+        at = [i for i, ln in enumerate(ptx) if "tcgen05.commit" in ln]
+        assert len(at) == 1
+        reg = ptx[at[0]].rsplit(",", 1)[1].strip(" ;")
+        setters.append(next(ln.split()[0] + " " + ln.split(",")[-1].strip(" ;") for ln in reversed(ptx[:at[0]])
+                            if re.match(rf"\s*[\w.:]+\s+{re.escape(reg)},", ln)))
+    assert setters[0] == setters[2] == "mov.b16 15"
+    assert setters[1].startswith("shl.b16") and setters[3].startswith("shl.b16")
+
+
+def test_shared_linear_layout_examples():
+    shape = [8, 4]
+    contiguous = layouts.ownership(gl.SwizzledSharedLayout(1, 1, 1, [1, 0], cga_layout=[[1, 0]]), shape)
+    linear = layouts.ownership(gl.SharedLinearLayout([[0, 1], [0, 2], [1, 0], [2, 0]], [[4, 0]]), shape)
+    interleaved = layouts.ownership(gl.SharedLinearLayout([[0, 1], [0, 2], [2, 0], [4, 0]], [[1, 0]]), shape)
+    assert (contiguous.cta == linear.cta).all() and (contiguous.reg == linear.reg).all()
+    assert (interleaved.cta == np.arange(8)[:, None] % 2).all()
+    assert (interleaved.reg[::2] == interleaved.reg[1::2]).all()     # odd rows sit where even rows sit, in CTA 1
+
+
+# ------------------------------------------------------------------------------------------ chapter 5
+
+def test_l2_capacities_the_chapter_states():
+    """Row-major first reads every block once at exactly one wave's footprint; the local orders later;
+    "from 156 blocks row-major is as good as any order" (the chapter's old text) is false."""
+    m = n = k = 12
+    wave = 16
+    orders = {"row": tile_order.row_major(m, n), "grouped": tile_order.grouped(m, n, 4),
+              "snake": tile_order.planar_snake(m, n, 0, 4)}
+
+    def loads(name, cap):
+        return tile_order.lru_dram_loads(orders[name], k, cap, wave)
+    least = tile_order.blocks_loaded(orders["row"], k)["total"]
+    first = {name: next(c for c in range(1, 401) if loads(name, c) == least) for name in orders}
+    assert first["row"] == tile_order.blocks_loaded(orders["row"][:wave], k)["total"] == 168
+    assert first["grouped"] == first["snake"] == 240
+    assert loads("row", 156) > loads("snake", 156)
+    assert loads("row", 168) < loads("snake", 168) < loads("grouped", 168)
+    assert all(loads("snake", c) <= loads("grouped", c) for c in range(8, 401, 8))
+
+
+def test_reader_count_one_too_many_compiles_to_the_same_instructions(tmp_path):
+    mod = variant(tmp_path, "ch5_readers_plus_one", cm.clc_matmul_kernel, edits={
+        "count=CLC_READERS)": "count=CLC_READERS + 1)"})
+    package = catalog.compile("clc_matmul", "sm_100a")
+    yours = lens.compile(replace(cm.clc_matmul_spec(), fn=mod.clc_matmul_kernel), "sm_100a")
+    assert package.census() == yours.census()
+    readers = cm.CLC_READERS.value
+    want = init_counts(package.ptx)
+    want[readers + 1] = want.pop(readers)
+    assert init_counts(yours.ptx) == want
+
+
+@pytest.mark.parametrize("delta, kind", [(1, "deadlock"), (-1, "phase overrun")])
+def test_protocol_checker_finds_a_wrong_reader_count(delta, kind):
+    protocols = pytest.importorskip("multicta_kernels.protocols")
+    with mock.patch.object(cm, "CLC_READERS", gl.constexpr(cm.CLC_READERS.value + delta)):
+        model = protocols.clc_matmul(slots_only=True, tiles=3)
+    assert protocols.check(model).kind == kind
+
+
+def test_triton_inserts_the_epilogue_fence_when_it_is_missing(tmp_path):
+    """Chapter 5's comparison: the tutorial writes no fence_async_shared before its TMA stores; compiled without
+    ours, this kernel has the same async-proxy fences."""
+    mod = variant(tmp_path, "ch5_no_fence", cm.epilogue_partition, cm.clc_matmul_kernel, drop="fence_async_shared()")
+    package = catalog.compile("clc_matmul", "sm_100a")
+    yours = lens.compile(replace(cm.clc_matmul_spec(), fn=mod.clc_matmul_kernel), "sm_100a")
+    assert "fence_async_shared" not in inspect.getsource(mod.epilogue_partition.fn)
+    fences = [op for op in package.census() if op.startswith("fence.proxy.async")]
+    assert fences and {op: package.census()[op] for op in fences} == {op: yours.census().get(op, 0) for op in fences}
+
+
+def test_stage_of_divides_by_a_constant_without_a_division():
+    ptx = catalog.compile("clc_matmul", "sm_100a").ptx
+    assert cm.CONFIG["stages"] & (cm.CONFIG["stages"] - 1)           # not a power of two: a real division
+    hits = [i for i, ln in enumerate(ptx.splitlines()) if "mul.hi.s32" in ln]
+    assert hits and all(any("cluster.py" in ln for ln in ptx.splitlines()[i - 3:i]) for i in hits)
+
+
+@pytest.mark.parametrize("obj", [cm.clc_matmul_kernel, cm.Shared.tile, cm.Shared.next_tile, tile_order.snake_tile,
+                                 cm.scheduler_partition, cm.load_partition, cm.mma_partition, cm.epilogue_partition,
+                                 cluster.stage_of])
+def test_every_piece_the_chapter_renders(obj):
+    assert notebook.source(obj).data.startswith("@gluon.jit")
+    assert notebook.source(cm.Shared, stop="@gluon.jit").data.startswith("@gluon.aggregate")
+
+
+@pytest.mark.parametrize("notebook_file, kernel, copy", [("04-two-cta-mma.ipynb", two_cta.two_cta_mma_kernel, "my_kernel"),
+                                                        ("05-clc-matmul.ipynb", cm.clc_matmul_kernel, "my_clc_kernel")])
+def test_the_readers_copy_is_the_package_kernel_with_one_change(notebook_file, kernel, copy):
+    """Each chapter's "change it and see" cell holds the package's kernel with exactly one line changed (marked
+    CHANGED): when the package's kernel changes, its copy must follow."""
+    import json
+    from pathlib import Path
+    cells = json.loads((Path(__file__).resolve().parent.parent / "notebooks" / notebook_file).read_text())["cells"]
+    source = next("".join(c["source"]) for c in cells if c["cell_type"] == "code" and f"def {copy}(" in "".join(c["source"]))
+    mine = source[source.index("@gluon.jit"):].splitlines()
+    theirs = textwrap.dedent(inspect.getsource(kernel.fn)).splitlines()
+    assert len(mine) == len(theirs)
+    old, new = f"def {kernel.fn.__name__}(", f"def {copy}("
+    different = []
+    for a, b in zip(theirs, mine):
+        a = a.replace(old, new) if a.startswith(old) else a
+        if a.split() != b.split():
+            different.append((a, b))
+    assert len(different) == 1 and "# CHANGED" in different[0][1], different
