@@ -375,6 +375,34 @@ def _line(o: Outcome) -> str:
     return f"[doctor] ch{o.check.chapter} {o.check.name:<30} {o.status:<5} {o.seconds:6.1f} s  {o.detail}"
 
 
+def record_clc_timeline(folder: Path, env: dict, K: int = 512) -> Path:
+    """Chapter 5's measured timeline, on the first Blackwell run: the CLC matmul with its scopes under
+    proton, 8192 x 8192 x K, checked element by element, two clusters kept."""
+    import tempfile
+
+    import torch
+    import triton
+    from . import clc_matmul as cm
+    from . import timeline as tl
+    from .checks import assert_matmul_close, poisoned
+    a = torch.randn(8192, K, device="cuda", dtype=torch.float16)
+    b = torch.randn(K, 8192, device="cuda", dtype=torch.float16)
+    c = poisoned((8192, 8192), torch.float16)
+    num_ctas = 1 << len(cm.CONFIG["cga_layout"])
+    owner = tl.partition_map(4, [1, 1, 1], ["epilogue", "loader", "mma", "scheduler"])
+    dev = triton.runtime.driver.active.get_current_device()
+    clock = triton.runtime.driver.active.utils.get_device_properties(dev)["sm_clock_rate"] / 1000
+    tr = tl.record(lambda: cm.clc_matmul(a, b, out=c, instrument=True), f"clc_matmul_k{K}", folder=tempfile.mkdtemp(),
+                   num_ctas=num_ctas, partitions=owner, clock_mhz=clock)
+    assert_matmul_close(c, a, b, "the instrumented clc_matmul")
+    path = tl.save(tl.trim(tr, clusters=2), folder / f"timeline_clc_matmul_k{K}.json", env,
+                   benchmark=f"timeline-clc_matmul_k{K}",
+                   method={"kernel": f"clc_matmul_kernel 8192 x 8192 x {K} fp16, CONFIG", "warmup_launches": 1,
+                           "clock": {"clock_mhz": clock, "how": "the driver's reported SM clock"}})
+    print(f"[doctor] wrote {path}")
+    return path
+
+
 # ------------------------------------------------------------------------------ what runs where
 
 def chapters_here(dev: hardware.Device | None = None) -> list[list[str]]:
@@ -556,6 +584,7 @@ def _record(outcomes, dev, sanitized, bench, out=None):
     if bench and dev.has(TCGEN05):
         for b in ("clc-matmul",):
             bench_mod.run(b, folder / f"{b.replace('-', '_')}.json")
+        record_clc_timeline(folder, env)
     elif bench:
         print("[doctor] --bench records the Blackwell benchmarks; this GPU has no tcgen05 (Hopper benchmarks: "
               "python -m multicta_kernels.bench NAME --out results/<gpu>/NAME.json)")

@@ -190,7 +190,10 @@ def persistent_matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, NUM_PROGRAMS,
     num_tiles = m_tiles * n_tiles
     rk = tl.arange(0, BK)
     # Two counters: `tile` is the tile being computed, `prev` the one whose result is still to be
-    # stored. Storing tile i-1 after tile i's loads are issued lets the store overlap the math.
+    # stored. The store of tile i-1 is issued after tile i's whole K loop, so it overlaps none of
+    # tile i's loads or math; it costs a second accumulator in registers. Overlap needs the next
+    # tile's loads issued before the epilogue (a flattened, pipelined loop) and an asynchronous TMA
+    # store: see chapter 6.
     prev_m, prev_n = -1, -1
     prev_acc = tl.full((BM, BN), 0.0, tl.float32)
     for tile in range(pid, num_tiles, NUM_PROGRAMS):

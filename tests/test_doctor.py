@@ -76,3 +76,18 @@ def test_census_diff_lists_only_what_changed():
     assert "fence.acq_rel.cluster" in html and "<td>0</td><td>3</td><td>3</td>" in html
     same = notebook.census_diff(base, base).data
     assert "no instruction count changed" in same
+
+
+def test_record_on_blackwell_also_records_its_benchmarks_and_timeline(tmp_path, monkeypatch):
+    """--record --bench on a (pretended) B200: the clc-matmul benchmark and chapter 5's timeline are recorded."""
+    from multicta_kernels import bench
+    calls = []
+    monkeypatch.setattr(bench, "environment", lambda: {"gpu": "NVIDIA B200", "date": "2026-12-01", "triton": "3.9.0"})
+    monkeypatch.setattr(bench, "run", lambda name, out, quick=False: calls.append(("bench", name)))
+    monkeypatch.setattr(doctor, "record_clc_timeline", lambda folder, env: calls.append(("timeline", env["gpu"])))
+    monkeypatch.setattr(doctor, "RESULTS", tmp_path)
+    outcome = doctor.Outcome(doctor.CHECKS["clc_matmul"], "PASS", 1.0, "ok")
+    with hardware.pretend((10, 0), "NVIDIA B200") as dev:
+        doctor._record([outcome], dev, False, bench=True)
+    assert calls == [("bench", "clc-matmul"), ("timeline", "NVIDIA B200")]
+    assert (tmp_path / "b200" / "doctor.json").exists()
