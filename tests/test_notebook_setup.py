@@ -1,0 +1,57 @@
+"""The Colab set-up cell: the same in every notebook that has it, pointing at the book's repository, and a
+no-op anywhere but Colab (nbval runs it on every machine)."""
+import json
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+
+
+def colab_cell(path):
+    cells = [c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
+    src = "".join(cells[0]["source"])
+    return src if "google.colab" in src else None
+
+
+def test_first_chapters_have_the_colab_cell():
+    assert colab_cell(ROOT / "notebooks/00-triton-foundations.ipynb")
+    assert colab_cell(ROOT / "notebooks/01-cga-layouts.ipynb")
+
+
+def test_colab_cells_are_identical_and_name_the_books_repository():
+    cells = {p.name: colab_cell(p) for p in NOTEBOOKS if colab_cell(p)}
+    assert len(set(cells.values())) == 1, sorted(cells)
+    config = (ROOT / "_config.yml").read_text()
+    url = config.split("repository:")[1].split("url:")[1].split()[0]
+    assert f'REPO = "{url}"' in next(iter(cells.values()))
+
+
+def test_colab_cell_does_nothing_outside_colab(monkeypatch):
+    src = colab_cell(ROOT / "notebooks/01-cga-layouts.ipynb")
+    monkeypatch.delitem(sys.modules, "google.colab", raising=False)
+    calls = []
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: calls.append(a))
+    exec(compile(src, "colab-cell", "exec"), {})
+    assert calls == []
+
+
+def test_colab_cell_installs_when_on_colab_and_package_missing(monkeypatch):
+    src = colab_cell(ROOT / "notebooks/01-cga-layouts.ipynb")
+    monkeypatch.setitem(sys.modules, "google.colab", type(sys)("google.colab"))
+    calls = []
+
+    class Done:
+        returncode = 1          # "import multicta_kernels" fails: not installed yet
+
+    monkeypatch.setattr(subprocess, "run", lambda cmd, **k: calls.append(cmd) or Done())
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    exec(compile(src, "colab-cell", "exec"), {})
+    flat = [" ".join(c) for c in calls]
+    assert any("git clone" in c for c in flat)
+    assert any("--no-deps triton==3.9.0" in c for c in flat)
+    assert any("-e /content/multicta-gluon" in c for c in flat)
+    assert "/content/multicta-gluon" in sys.path
