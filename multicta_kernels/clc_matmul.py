@@ -225,6 +225,9 @@ def clc_matmul_kernel(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr, ACC
 
 CONFIG = dict(block_m=128, block_n=256, block_k=64, stages=6, acc_stages=2, epilogue_n=32, minor_dim=0,
               tile_width=16, cga_layout=((1, 0),), instrument=False)
+# Bytes of proton's per-CTA record buffer when CONFIG is timed: its default buffer does not fit beside the
+# 6-stage ring in a Blackwell CTA's shared memory (tests/test_timeline.py checks both facts).
+TIMELINE_BUFFER = 16384
 
 
 @dataclass(frozen=True)

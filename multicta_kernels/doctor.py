@@ -393,11 +393,12 @@ def record_clc_timeline(folder: Path, env: dict, K: int = 512) -> Path:
     dev = triton.runtime.driver.active.get_current_device()
     clock = triton.runtime.driver.active.utils.get_device_properties(dev)["sm_clock_rate"] / 1000
     tr = tl.record(lambda: cm.clc_matmul(a, b, out=c, instrument=True), f"clc_matmul_k{K}", folder=tempfile.mkdtemp(),
-                   num_ctas=num_ctas, partitions=owner, clock_mhz=clock)
+                   mode=tl.default_mode(cm.TIMELINE_BUFFER), num_ctas=num_ctas, partitions=owner, clock_mhz=clock)
     assert_matmul_close(c, a, b, "the instrumented clc_matmul")
     path = tl.save(tl.trim(tr, clusters=2), folder / f"timeline_clc_matmul_k{K}.json", env,
                    benchmark=f"timeline-clc_matmul_k{K}",
                    method={"kernel": f"clc_matmul_kernel 8192 x 8192 x {K} fp16, CONFIG", "warmup_launches": 1,
+                           "record_buffer_bytes": cm.TIMELINE_BUFFER,
                            "clock": {"clock_mhz": clock, "how": "the driver's reported SM clock"}})
     print(f"[doctor] wrote {path}")
     return path

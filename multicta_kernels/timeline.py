@@ -199,10 +199,11 @@ def handoff_spec(instrument: bool = False) -> lens.KernelSpec:
 
 # --------------------------------------------------------------------- compiling with proton on
 
-def default_mode():
-    """The mode the book records with: cycle counter, one buffer per CTA in shared memory."""
+def default_mode(buffer_size: int = 0):
+    """The mode the book records with: cycle counter, one buffer per CTA in shared memory
+    (``buffer_size`` bytes; 0: proton sizes it from what the kernel leaves free)."""
     import triton.profiler as proton
-    return proton.mode.Default(buffer_type="shared")
+    return proton.mode.Default(buffer_type="shared", buffer_size=buffer_size)
 
 
 @contextlib.contextmanager

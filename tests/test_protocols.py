@@ -29,6 +29,7 @@ def test_seeded_bug_is_found_with_a_trace(name):
     assert [row[0] for row in r.trace] == list(range(1, r.steps + 1))
     assert r.trace[-1][4].endswith("!! " + r.message)
     assert str(r).startswith(case.expect)
+    assert r.exhaustive == case.exhaustive and (r.runs == 0) == case.exhaustive   # how the trace was found
 
 
 def test_one_phase_bug_is_a_wait_on_a_stale_parity():

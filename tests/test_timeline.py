@@ -353,3 +353,13 @@ def test_record_center_rows(num_ctas, tmp_path):
     assert len(tr) == 64 * num_ctas * 4 * 3
     assert {r["rank"] for r in tr.records()} == set(range(num_ctas))
     assert all(r["end_ns"] >= r["start_ns"] for r in tr.records())
+
+
+def test_clc_matmul_records_with_a_buffer_that_fits_a_blackwell_cta():
+    """proton's default record buffer does not fit beside the CLC matmul's ring (Triton would refuse the
+    launch); the doctor records with clc_matmul.TIMELINE_BUFFER, which does."""
+    from multicta_kernels import clc_matmul as cm
+    spec = cm.clc_matmul_spec(instrument=True)
+    limit = tl.MAX_SHARED["sm_100a"]
+    assert tl.instrumented(spec, "sm_100a").shared_bytes > limit
+    assert tl.instrumented(spec, "sm_100a", mode=tl.default_mode(cm.TIMELINE_BUFFER)).shared_bytes <= limit
