@@ -45,6 +45,7 @@ arrivals published: the kernels add the cluster-scope fences 3.9 needs for that)
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 import re
@@ -270,6 +271,32 @@ class Protocol:
         t = Thread(self, cta, partition)
         self.threads.append(t)
         return t
+
+    def recount(self, name: str, count: int) -> "Protocol":
+        """Initialise barrier ``name`` with ``count`` instead (times the group size, as
+        ``mbarrier.init`` does): what a kernel with that one change would do. Returns the protocol."""
+        self._named(name)
+        self.barriers = [dataclasses.replace(b, count=count) if b.name == name else b for b in self.barriers]
+        self.name += f", {name} count {count}"
+        return self
+
+    def rebroadcast(self, name: str, from_cta: int) -> "Protocol":
+        """Make every ``arrive(name, from_cta=...)`` broadcast with mask ``from_cta`` instead (chapter 2's
+        rule: a CTA sends if its dropped bits are zero, to every CTA sharing its kept bits)."""
+        self._named(name)
+        reach = ch2.broadcast_targets(from_cta, self.num_ctas)
+        ops = [(t, op) for t in self.threads for op in t.ops
+               if op.kind == "arrive" and op.bar[0].name == name and op.note.startswith("from_cta=")]
+        if not ops:
+            raise ValueError(f"no arrive on {name!r} broadcasts with from_cta in {self.name}")
+        for t, op in ops:
+            op.targets, op.note = tuple(reach.get(t.cta, ())), f"from_cta={from_cta}"
+        self.name += f", {name} from_cta={from_cta:#b}"
+        return self
+
+    def _named(self, name):
+        if all(b.name != name for b in self.barriers):
+            raise KeyError(f"{self.name} has no barrier {name!r}; its barriers: {[b.name for b in self.barriers]}")
 
     def __repr__(self):
         return f"<Protocol {self.name}: {self.num_ctas} CTAs, {len(self.threads)} threads>"

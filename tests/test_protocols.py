@@ -232,3 +232,20 @@ def test_check_book_rows():
     rows = {r[0]: r for r in P.check_book(runs=20, names=names)}
     assert sorted(rows) == sorted(names) and all(r[1] == r[2] for r in rows.values())
     assert rows[names[1]][3] == 20 and rows[names[2]][4] == "20 runs"
+
+
+def test_recount_and_rebroadcast_change_one_thing_and_refuse_unknown_names():
+    base = P.multicast_mma()
+    counts = {b.name: b.count for b in base.barriers}
+    model = P.multicast_mma().recount("consumed", 1)
+    assert {b.name: b.count for b in model.barriers} == {**counts, "consumed": 1}
+    assert P.check(model).kind == "overwrite before release"
+    assert P.check(P.hopper_matmul(2, consumers=1).rebroadcast("go", 0)).ok        # the kernel's own mask
+    broken = P.hopper_matmul(2, consumers=1).rebroadcast("go", 0b1)
+    assert {op.targets for t in broken.threads for op in t.ops if op.kind == "arrive" and op.bar[0].name == "go"} \
+        == {(0,), (1,)}                                                            # each CTA releases itself
+    assert P.check(broken).kind == "phase overrun"
+    with pytest.raises(KeyError, match="no barrier 'nope'"):
+        P.hopper_matmul(2).recount("nope", 1)
+    with pytest.raises(ValueError, match="no arrive on 'ready' broadcasts"):
+        P.hopper_matmul(2).rebroadcast("ready", 0)
