@@ -204,32 +204,32 @@ def expect_probe_kernel(NBARS: gl.constexpr, LAYOUT: gl.constexpr, NBYTES: gl.co
     mbarrier.invalidate(bar)
 
 
+def _probe(name, fn, bases, num_ctas, extra: dict, target: str):
+    """Compile a barrier probe kernel for a layout: its PTX, and the count of its first ``mbarrier.init``."""
+    model = BarrierLayoutModel.of(bases, num_ctas)
+    spec = lens.KernelSpec(
+        name, fn, {"NBARS": "constexpr", "LAYOUT": "constexpr", **{k: "constexpr" for k in extra}},
+        {"NBARS": model.num_barriers, "LAYOUT": mbarrier.MBarrierLayout([list(b) for b in model.bases]), **extra},
+        {"num_warps": 4, "num_ctas": num_ctas})
+    ptx = lens.compile(spec, target).ptx
+    init = [int(m) for m in re.findall(r"mbarrier\.init\.shared::cta\.b64 \[[^\]]+\], (\d+);", ptx)]
+    return ptx, init[0] if init else None
+
+
 def expect_facts(bases, num_ctas: int, nbytes: int = 1024, target: str = "sm_90a") -> dict:
     """What Triton emits for ``expect(bar, nbytes)`` on a barrier layout: the init count, the bytes each
     CTA's ``arrive.expect_tx`` carries, and whether it goes to another CTA's barrier."""
-    model = BarrierLayoutModel.of(bases, num_ctas)
-    spec = lens.KernelSpec(
-        "expect_probe", expect_probe_kernel, {"NBARS": "constexpr", "LAYOUT": "constexpr", "NBYTES": "constexpr"},
-        {"NBARS": model.num_barriers, "LAYOUT": mbarrier.MBarrierLayout([list(b) for b in model.bases]),
-         "NBYTES": nbytes}, {"num_warps": 4, "num_ctas": num_ctas})
-    ptx = lens.compile(spec, target).ptx
-    init = [int(m) for m in re.findall(r"mbarrier\.init\.shared::cta\.b64 \[[^\]]+\], (\d+);", ptx)]
+    ptx, init = _probe("expect_probe", expect_probe_kernel, bases, num_ctas, {"NBYTES": nbytes}, target)
     tx = re.findall(r"mbarrier\.arrive\.expect_tx\.shared::(\w+)\.b64 _, \[[^\]]+\], (\d+);", ptx)
-    return {"init_count": init[0] if init else None, "bytes_per_arrival": int(tx[0][1]) if tx else None,
+    return {"init_count": init, "bytes_per_arrival": int(tx[0][1]) if tx else None,
             "remote": bool(tx) and tx[0][0] == "cluster"}
 
 
 def compiled_facts(bases, num_ctas: int, count: int = 3, target: str = "sm_90a") -> dict:
     """What Triton actually emits for a barrier layout: the init count, whether arrivals go
     remote, whether the init fence and cluster barrier are inserted."""
-    model = BarrierLayoutModel.of(bases, num_ctas)
-    spec = lens.KernelSpec(
-        "barrier_probe", barrier_probe_kernel, {"NBARS": "constexpr", "LAYOUT": "constexpr", "COUNT": "constexpr"},
-        {"NBARS": model.num_barriers, "LAYOUT": mbarrier.MBarrierLayout([list(b) for b in model.bases]),
-         "COUNT": count}, {"num_warps": 4, "num_ctas": num_ctas})
-    ptx = lens.compile(spec, target).ptx
-    init = [int(m) for m in re.findall(r"mbarrier\.init\.shared::cta\.b64 \[[^\]]+\], (\d+);", ptx)]
-    return {"init_count": init[0] if init else None,
+    ptx, init = _probe("barrier_probe", barrier_probe_kernel, bases, num_ctas, {"COUNT": count}, target)
+    return {"init_count": init,
             "remote_arrive": "mbarrier.arrive.shared::cluster" in ptx,
             "init_fence": "fence.mbarrier_init.release.cluster" in ptx,
             "relaxed_cluster_barrier": "barrier.cluster.arrive.relaxed" in ptx}
