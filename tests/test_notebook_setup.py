@@ -1,6 +1,8 @@
-"""The Colab set-up cell: the same in every notebook that has it, pointing at the book's repository, and a
-no-op anywhere but Colab (nbval runs it on every machine)."""
+"""What every chapter carries: the Colab set-up cell (the same everywhere, pointing at the book's
+repository, a no-op anywhere but Colab: nbval runs it on every machine), and its exercises listed in
+the workshop guide."""
 import json
+import re
 import pathlib
 import subprocess
 import sys
@@ -55,3 +57,11 @@ def test_colab_cell_installs_when_on_colab_and_package_missing(monkeypatch):
     assert any("--no-deps triton==3.9.0" in c for c in flat)
     assert any("-e /content/multicta-gluon" in c for c in flat)
     assert "/content/multicta-gluon" in sys.path
+
+
+def test_every_exercise_is_in_the_workshop_guide():
+    labels = {m for p in NOTEBOOKS for m in re.findall(r":label: (ex-[\w-]+)", p.read_text())}
+    listed = re.findall(r"\{ref\}`[^`<]+<(ex-[\w-]+)>`", (ROOT / "book/workshop.md").read_text())
+    assert len(labels) > 20
+    assert sorted(labels - set(listed)) == [] and sorted(set(listed) - labels) == []
+    assert len(listed) == len(set(listed))
