@@ -234,8 +234,17 @@ def copy_layouts(num_ctas: int, M: int, N: int, dtype=gl.float16) -> dict:
                 slot=gl.BlockedLayout([1], [32], [4], [0], cga_layout=[[1 << i] for i in range(bits)]))
 
 
-def stream_layout(num_ctas: int, rows: int = 128, cols: int = 128):
-    return nvmma_layout([rows, cols], gl.float16, [[0, 0]] * log2(num_ctas))
+STREAM_TILE = (128, 128)          # the tile stream's fp16 tile: 32 KiB, the whole of it in every CTA
+STREAM_TILE_BYTES = STREAM_TILE[0] * STREAM_TILE[1] * 2
+
+
+def stream_bases(num_ctas: int) -> list:
+    """The stream's CGA layout: every basis zero, every CTA holds the whole tile."""
+    return [[0, 0]] * log2(num_ctas)
+
+
+def stream_layout(num_ctas: int):
+    return nvmma_layout(list(STREAM_TILE), gl.float16, stream_bases(num_ctas))
 
 
 def stream_constexprs(num_ctas: int, multicast: bool, release: int, stages: int, instrument: bool = False) -> dict:
@@ -408,15 +417,16 @@ def tile_stream(num_ctas: int, *, multicast: bool, release: str = "mbarrier", cl
     mode = release_mode(release, num_ctas)
     require(CLUSTERS, "tile_stream")
     clusters = clusters or max(1, 128 // num_ctas)
-    src = torch.randn(src_tiles * 128, 128, device="cuda", dtype=torch.float16)
-    desc = TensorDescriptor.from_tensor(src, [128, 128], stream_layout(num_ctas))
+    rows, cols = STREAM_TILE
+    src = torch.randn(src_tiles * rows, cols, device="cuda", dtype=torch.float16)
+    desc = TensorDescriptor.from_tensor(src, list(STREAM_TILE), stream_layout(num_ctas))
     out = torch.zeros(clusters, device="cuda", dtype=torch.int32)
 
     def launch():
         tile_stream_kernel[(clusters,)](desc, out, tiles, src_tiles, **stream_constexprs(num_ctas, multicast, mode, stages, instrument),
                                         num_warps=1, num_ctas=num_ctas)
         return out
-    return launch, clusters * num_ctas * tiles * 128 * 128 * 2
+    return launch, clusters * num_ctas * tiles * STREAM_TILE_BYTES
 
 
 def benchmark(quick: bool = False, log=print) -> dict:
@@ -462,7 +472,7 @@ def multicast_copy_spec(num_ctas: int = 2, multicast: bool = True, M: int = 128,
 
 
 def tile_stream_spec(num_ctas: int = 4, multicast: bool = True, release: int = RELEASE_GATHER, stages: int = 4):
-    d = descriptor_type(gl.float16, [128, 128], stream_layout(num_ctas))
+    d = descriptor_type(gl.float16, list(STREAM_TILE), stream_layout(num_ctas))
     return lens.KernelSpec("tile_stream", tile_stream_kernel,
                            {"desc": d, "out_ptr": "*i32", "TILES": "i32", "SRC_TILES": "i32", "MULTICAST": "constexpr",
                             "STAGES": "constexpr", "RELEASE": "constexpr", "group_all": "constexpr",

@@ -65,8 +65,8 @@ from . import cluster
 from . import hopper_matmul as ch6
 from . import multicast as ch3
 from . import two_cta as ch4
+from .hardware import check_cluster_size, log2
 
-KINDS = ("deadlock", "phase overrun", "overwrite before release", "read before write")
 HEADER = ("step", "CTA", "partition", "op", "detail")
 
 
@@ -252,7 +252,7 @@ class Protocol:
 
     def __init__(self, name: str, num_ctas: int, kernel=None, warp_specialized: bool = False,
                  compiler_cluster_barriers: int = 0, notes: str = ""):
-        self.name, self.num_ctas, self.kernel, self.notes = name, num_ctas, kernel, notes
+        self.name, self.num_ctas, self.kernel, self.notes = name, check_cluster_size(num_ctas), kernel, notes
         self.warp_specialized, self.compiler_cluster_barriers = warp_specialized, compiler_cluster_barriers
         self.barriers: list[Barrier] = []
         self.threads: list[Thread] = []
@@ -296,7 +296,7 @@ class Protocol:
 
     def _named(self, name):
         if all(b.name != name for b in self.barriers):
-            raise KeyError(f"{self.name} has no barrier {name!r}; its barriers: {[b.name for b in self.barriers]}")
+            raise ValueError(f"{self.name} has no barrier {name!r}; its barriers: {[b.name for b in self.barriers]}")
 
     def __repr__(self):
         return f"<Protocol {self.name}: {self.num_ctas} CTAs, {len(self.threads)} threads>"
@@ -304,7 +304,7 @@ class Protocol:
 
 def all_ctas(num_ctas):
     """The cga_layout of one barrier shared by the whole cluster (it lives in CTA 0)."""
-    return [[0]] * (num_ctas.bit_length() - 1)
+    return [list(b) for b in cluster.group_barrier_layout(num_ctas).cga_layout]
 
 
 def _multicast_group(bases, cta, num_ctas, multicast):
@@ -1133,8 +1133,7 @@ def pair_sum() -> Protocol:
     return p
 
 
-RELEASES = {"cluster": cluster.RELEASE_CLUSTER_BARRIER, "mbarrier": cluster.RELEASE_GATHER,   # chapter 3's
-            "none": cluster.RELEASE_NONE}                                                  # RELEASE modes
+RELEASES = {**cluster.RELEASES, "none": cluster.RELEASE_NONE}          # chapter 3's RELEASE modes, by name
 
 
 def tile_stream(num_ctas: int = 2, release="mbarrier", multicast: bool = True, stages: int = 2,
@@ -1142,11 +1141,13 @@ def tile_stream(num_ctas: int = 2, release="mbarrier", multicast: bool = True, s
     """Chapter 3, ``tile_stream_kernel``: a ring of ``stages`` buffers, each tile multicast by CTA 0
     into every CTA; before a reload, ``release``: "cluster" (0: a cluster barrier), "mbarrier" (1:
     gather on CTA 0, broadcast ``go``) or "none" (2: safe on one CTA only)."""
+    if release not in RELEASES and release not in RELEASES.values():
+        raise ValueError(f"release must be one of {sorted(RELEASES)} (or its mode number), got {release!r}")
     mode = RELEASES[release] if isinstance(release, str) else release
     name = {v: k for k, v in RELEASES.items()}[mode]
     tiles = stages + 2 if tiles is None else tiles
-    bases = [[0, 0]] * (num_ctas.bit_length() - 1)       # the stream's layout: every CTA holds the whole tile
-    nbytes = 128 * 128 * 2                                 # the 128 x 128 fp16 tile, per CTA
+    bases = ch3.stream_bases(num_ctas)                     # every CTA holds the whole tile
+    nbytes = ch3.STREAM_TILE_BYTES                         # expected by each CTA
     p = Protocol(f"tile stream, {num_ctas} CTAs, release {name}" + ("" if multicast else ", no multicast"),
                  num_ctas, ("tile_stream", {"num_ctas": num_ctas, "multicast": multicast, "release": mode,
                                             "stages": stages}, "sm_90a"), compiler_cluster_barriers=int(num_ctas > 1))
@@ -1267,7 +1268,7 @@ def kernel_depths(name):
     if name == "clc_matmul":
         cfg = ch5.CONFIG
         return cfg["stages"], cfg["acc_stages"], cfg["block_n"] // cfg["epilogue_n"]
-    raise KeyError(name)
+    raise ValueError(f"kernel_depths knows the pipelined kernel 'clc_matmul' only, got {name!r}")
 
 
 def clc_matmul(cga_layout=None, release: str = "cluster", staging: str = "across", tiles: int = 3,
@@ -1285,6 +1286,9 @@ def clc_matmul(cga_layout=None, release: str = "cluster", staging: str = "across
     buffer index runs "across" tiles (the kernel's ``stores % 2``) or restarts "per_tile" (``j % 2``,
     the kernel before). ``slots_only``: only the answer slots (every partition still reads every
     answer, but does nothing else: any timing of the readers)."""
+    if release not in CLC_RELEASES or staging not in ("across", "per_tile"):
+        raise ValueError(f"release must be one of {CLC_RELEASES} and staging 'across' or 'per_tile', got "
+                         f"{release!r} and {staging!r}")
     acc = tuple(tuple(b) for b in (ch5.CONFIG["cga_layout"] if cga_layout is None else cga_layout))
     C = 1 << len(acc)
     a_b, b_b = cluster.operand_cga_layouts(acc, two_ctas=True)
@@ -1379,8 +1383,10 @@ def hopper_matmul(num_ctas: int = 2, consumers: int = 2, turns: bool = True, rel
     two consumers (wgmma; two take alternate tiles, ping-pong, in ``turn``). Bugs: ``turns=False``
     (ping-pong without turns) and ``release_early`` (a consumer frees a stage right after issuing
     its wgmma, one stage early: that wgmma may still be reading it)."""
+    if num_ctas not in (1, 2, 4) or consumers not in (1, 2):
+        raise ValueError(f"the Hopper matmul runs 1, 2 or 4 CTAs and 1 or 2 consumers, got {num_ctas!r} and {consumers!r}")
     cfg = ch6.CONFIG
-    n = num_ctas.bit_length() - 1
+    n = log2(num_ctas)
     a_b, b_b = [[1 << i, 0] for i in range(n)], [[0, 0]] * n     # A: my rows; B: shared, multicast
     block_m = 64 if consumers == 2 else cfg["block_m"]
     a_bytes = _per_cta_bytes((block_m * num_ctas, cfg["block_k"]), a_b)

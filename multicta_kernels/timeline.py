@@ -81,12 +81,12 @@ from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma
 from triton.language.core import _unwrap_if_constexpr
 
 from . import bench, lens
-from .hardware import CLUSTERS, require
+from .hardware import CLUSTERS, SMEM_PER_CTA, check_cluster_size, check_on_gpu, log2, require
 from .layouts import PALETTE
 
 COLUMNS = ("cluster", "rank", "cta", "sm", "warp", "end_warp", "partition", "line", "scope", "kind",
            "start_ns", "end_ns")
-MAX_SHARED = {"sm_90a": 232448, "sm_100a": 232448}    # bytes a CTA may opt into (H100/H200, B200)
+MAX_SHARED = dict.fromkeys(lens.TARGETS, SMEM_PER_CTA)    # bytes a CTA may opt into, per lens target
 
 
 # ------------------------------------------------------------------------------- in the kernel
@@ -168,7 +168,7 @@ HANDOFF = dict(tiles=4, rows=32, cols=64, num_warps=4, worker_warps=(4,), names=
 def _row_layout(block: int, num_ctas: int, num_warps: int = 4):
     per_thread = max(1, block // (32 * num_warps * num_ctas))
     return gl.BlockedLayout([per_thread], [32], [num_warps], [0],
-                            cga_layout=[[1 << i] for i in range(num_ctas.bit_length() - 1)])
+                            cga_layout=[[1 << i] for i in range(log2(num_ctas))])
 
 
 def _handoff_layout():
@@ -177,6 +177,7 @@ def _handoff_layout():
 
 def demo_spec(num_ctas: int = 1, instrument: bool = False, N: int = 1024) -> lens.KernelSpec:
     """``center_rows_kernel`` as the lens compiles it (not in the lens registry: not a chapter kernel)."""
+    check_cluster_size(num_ctas)
     block = max(1 << (N - 1).bit_length(), 128 * num_ctas)
     return lens.KernelSpec(
         "center_rows", center_rows_kernel,
@@ -272,15 +273,22 @@ def center_rows_args(x, out=None, *, num_ctas: int = 1, instrument: bool = False
     import torch
     if not isinstance(x, torch.Tensor) or x.dim() != 2 or x.dtype != torch.float32:
         raise TypeError("x must be a 2-D float32 torch.Tensor")
-    if num_ctas not in (1, 2, 4, 8, 16):
-        raise ValueError(f"num_ctas must be a power of two up to 16, got {num_ctas!r}")
+    check_cluster_size(num_ctas)
     M, N = x.shape
     if not 1 <= N <= 16384 or not x.is_contiguous():
         raise ValueError(f"rows must be contiguous and hold 1 to 16384 elements, got shape {tuple(x.shape)}")
+    out = torch.empty_like(x) if out is None else _checked_out(out, x.shape, torch.float32, x.device)
     require(CLUSTERS, "the timeline demo (thread-block clusters)")
-    out = torch.empty_like(x) if out is None else out
+    check_on_gpu(x, "x")
     spec = demo_spec(num_ctas, instrument, N)
     return spec, (M,), [x, out, N, *spec.constexprs.values()]
+
+
+def _checked_out(out, shape, dtype, device):
+    if tuple(out.shape) != tuple(shape) or out.dtype != dtype or out.device != device or not out.is_contiguous():
+        raise ValueError(f"out must be a contiguous {dtype} tensor of shape {tuple(shape)} on {device}, got "
+                         f"{out.dtype} {tuple(out.shape)} on {out.device}")
+    return out
 
 
 def tma_handoff(x, out=None, *, instrument: bool = False):
@@ -300,9 +308,11 @@ def tma_handoff_args(x, out=None, *, instrument: bool = False):
         raise TypeError(f"x must be a 2-D float16 tensor with {h['cols']} columns")
     if x.shape[0] % rows_per_program or not x.is_contiguous():
         raise ValueError(f"x must be contiguous with a multiple of {rows_per_program} rows")
-    require(CLUSTERS, "the TMA hand-off demo (TMA and warp specialisation)")
     programs = x.shape[0] // rows_per_program
-    out = torch.empty(programs, device=x.device, dtype=torch.float32) if out is None else out
+    out = torch.empty(programs, device=x.device, dtype=torch.float32) if out is None else \
+        _checked_out(out, (programs,), torch.float32, x.device)
+    require(CLUSTERS, "the TMA hand-off demo (TMA and warp specialisation)")
+    check_on_gpu(x, "x")
     desc = TensorDescriptor.from_tensor(x, [h["rows"], h["cols"]], _handoff_layout())
     return handoff_spec(instrument), (programs,), [desc, out, *handoff_spec(instrument).constexprs.values()]
 
@@ -330,10 +340,12 @@ def prepare(spec: lens.KernelSpec, grid, args, *, mode=None):
     scratch = torch.empty(max(need, 1), device="cuda", dtype=torch.uint8)
 
     def launch():
-        if need:
-            _allocation.set_profile_allocator(lambda size, align, stream: scratch)
-        run(*args)
-        if need:
+        if not need:
+            return run(*args)
+        _allocation.set_profile_allocator(lambda size, align, stream: scratch)
+        try:
+            run(*args)
+        finally:
             _allocation.set_profile_allocator(None)
     launch.compiled = compiled
     return launch

@@ -245,7 +245,23 @@ def test_recount_and_rebroadcast_change_one_thing_and_refuse_unknown_names():
     assert {op.targets for t in broken.threads for op in t.ops if op.kind == "arrive" and op.bar[0].name == "go"} \
         == {(0,), (1,)}                                                            # each CTA releases itself
     assert P.check(broken).kind == "phase overrun"
-    with pytest.raises(KeyError, match="no barrier 'nope'"):
+    with pytest.raises(ValueError, match="no barrier 'nope'"):
         P.hopper_matmul(2).recount("nope", 1)
     with pytest.raises(ValueError, match="no arrive on 'ready' broadcasts"):
         P.hopper_matmul(2).rebroadcast("ready", 0)
+
+
+def test_models_refuse_what_their_kernels_cannot_be():
+    with pytest.raises(ValueError, match="num_ctas must be a power of two"):
+        P.tile_stream(3)
+    with pytest.raises(ValueError, match="release must be one of"):
+        P.tile_stream(2, "foo")
+    with pytest.raises(ValueError, match="release must be one of"):
+        P.clc_matmul(release="x")
+    with pytest.raises(ValueError, match="staging 'across' or 'per_tile'"):
+        P.clc_matmul(staging="x")
+    with pytest.raises(ValueError, match="1, 2 or 4 CTAs"):
+        P.hopper_matmul(8)
+    with pytest.raises(ValueError, match="knows the pipelined kernel 'clc_matmul' only"):
+        P.kernel_depths("softmax")
+    assert P.all_ctas(8) == [[0], [0], [0]] and P.all_ctas(1) == []

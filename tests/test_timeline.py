@@ -363,3 +363,18 @@ def test_clc_matmul_records_with_a_buffer_that_fits_a_blackwell_cta():
     limit = tl.MAX_SHARED["sm_100a"]
     assert tl.instrumented(spec, "sm_100a").shared_bytes > limit
     assert tl.instrumented(spec, "sm_100a", mode=tl.default_mode(cm.TIMELINE_BUFFER)).shared_bytes <= limit
+
+
+def test_demo_arguments_are_checked_before_the_hardware():
+    import torch
+    x = torch.zeros(4, 100)
+    with pytest.raises(ValueError, match="num_ctas must be a power of two"):
+        tl.center_rows_args(x, num_ctas=3)
+    with pytest.raises(ValueError, match="num_ctas must be a power of two"):
+        tl.demo_spec(3)
+    with pytest.raises(ValueError, match=r"out must be a contiguous torch.float32 tensor of shape \(4, 100\)"):
+        tl.center_rows_args(x, torch.zeros(3))
+    h = tl.HANDOFF
+    xh = torch.zeros(h["tiles"] * h["rows"] * 2, h["cols"], dtype=torch.float16)
+    with pytest.raises(ValueError, match=r"out must be .* shape \(2,\)"):
+        tl.tma_handoff_args(xh, torch.zeros(5))
