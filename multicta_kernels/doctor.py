@@ -389,7 +389,8 @@ def record_clc_timeline(folder: Path, env: dict, K: int = 512) -> Path:
     b = torch.randn(K, 8192, device="cuda", dtype=torch.float16)
     c = poisoned((8192, 8192), torch.float16)
     num_ctas = 1 << len(cm.CONFIG["cga_layout"])
-    owner = tl.partition_map(4, [1, 1, 1], ["epilogue", "loader", "mma", "scheduler"])
+    owner = tl.placed_partitions(cm.clc_matmul_spec(), ["epilogue", "loader", "mma", "scheduler"],
+                                 "sm_100a")
     dev = triton.runtime.driver.active.get_current_device()
     clock = triton.runtime.driver.active.utils.get_device_properties(dev)["sm_clock_rate"] / 1000
     tr = tl.record(lambda: cm.clc_matmul(a, b, out=c, instrument=True), f"clc_matmul_k{K}", folder=tempfile.mkdtemp(),

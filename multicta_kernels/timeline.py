@@ -44,8 +44,11 @@ What proton's instrumentation does with Gluon (triton 3.9, read from its sources
   clusters of ``num_ctas`` CTAs along x, so CTA id ``c`` is rank ``c % num_ctas`` of cluster
   ``c // num_ctas``.
 * Warp specialisation: scopes work inside ``gl.warp_specialize`` partitions. The trace names warps,
-  not partitions: the default partition owns warps ``0 .. num_warps-1`` and worker partition ``i``
-  the next ``worker_num_warps[i]`` warps; :func:`partition_map` builds that map.
+  not partitions: the default partition owns warps ``0 .. num_warps-1``, and Triton's
+  allocate-warp-groups pass places the workers after them, larger partitions first and padded to
+  whole warp groups (chapter 6's one-warp producer, behind eight consumer warps, is warp 10 of 12).
+  :func:`placed_partitions` reads that placement from the compiler; :func:`partition_map` builds
+  the map from given start warps.
 * Asynchronous work: events (``cat`` "async" when one warp starts and ends them; otherwise two
   zero-length ``cat`` "flow" endpoints joined by ``bind_id``, ``flow_out`` at the start). They are
   stamped by the warps that execute ``start_event``/``end_event``: the span from issuing a TMA load
@@ -396,17 +399,51 @@ class Trace:
         return len(self.rows)
 
 
-def partition_map(num_warps: int, worker_warps=(), names=None) -> dict:
+def partition_map(num_warps: int, worker_warps=(), names=None, starts=None) -> dict:
     """warp -> partition name for ``gl.warp_specialize(..., worker_num_warps, ...)`` in a kernel
-    launched with ``num_warps``: the default partition first, then each worker in order."""
+    launched with ``num_warps``: the default partition owns the first warps, worker ``i`` the
+    ``worker_warps[i]`` warps from ``starts[i]`` (default: one after another; Triton's own placement
+    is what :func:`placed_partitions` reads)."""
     names = list(names or ["default"] + [f"worker{i}" for i in range(len(worker_warps))])
     if len(names) != len(worker_warps) + 1:
         raise ValueError(f"{len(worker_warps) + 1} partitions need as many names, got {names}")
-    owner, first = {w: names[0] for w in range(num_warps)}, num_warps
-    for name, n in zip(names[1:], worker_warps):
+    if starts is None:
+        starts = [num_warps + sum(worker_warps[:i]) for i in range(len(worker_warps))]
+    owner = {w: names[0] for w in range(num_warps)}
+    for name, first, n in zip(names[1:], starts, worker_warps):
         owner.update({w: name for w in range(first, first + n)})
-        first += n
     return owner
+
+
+def placed_partitions(spec: lens.KernelSpec, names, target: str = "sm_90a") -> dict:
+    """warp -> partition name as Triton places ``spec``'s ``warp_specialize`` partitions: its
+    TTGIR through the compiler's allocate-warp-groups pass, which writes each worker's first warp
+    (``warpGroupStartIds``; the padding partitions it adds come after the real ones). The scopes do
+    not move partitions: compile the kernel without them (``instrument=False``)."""
+    import tempfile
+    from triton._C.libtriton import ir, nvidia, passes
+    k = lens.compile(spec, target)
+    ctx = ir.context()
+    ir.load_dialects(ctx)
+    nvidia.load_dialects(ctx)
+    with tempfile.NamedTemporaryFile("w", suffix=".ttgir") as f:
+        f.write(k.ttgir)
+        f.flush()
+        mod = ir.parse_mlir_module(f.name, ctx)
+    pm = ir.pass_manager(ctx)
+    passes.ttgpuir.add_allocate_warp_groups(pm, False)
+    pm.run(mod, "placed_partitions")
+    text = str(mod)
+    found = re.findall(r"warpGroupStartIds = array<i32: ([\d, ]+)>", text)
+    if len(found) != 1:
+        raise ValueError(f"{spec.name} must have exactly one warp_specialize, found {len(found)}")
+    size = re.compile(r"^\s*partition\d+\(.*\) num_warps\((\d+)\) \{$", re.M)
+    workers = len(size.findall(k.ttgir))                  # before the pass: the kernel's own partitions
+    if len(names) != workers + 1:
+        raise ValueError(f"{spec.name} has a default partition and {workers} workers; got names {list(names)}")
+    starts = [int(x) for x in found[0].split(",")][:workers]
+    sizes = [int(n) for n in size.findall(text)][:workers]
+    return partition_map(spec.options.get("num_warps", 4), sizes, names, starts)
 
 
 _PID = re.compile(r"^(?P<kernel>.+) Core(?P<sm>\d+) CTA(?P<cta>\d+)$")

@@ -378,3 +378,31 @@ def test_demo_arguments_are_checked_before_the_hardware():
     xh = torch.zeros(h["tiles"] * h["rows"] * 2, h["cols"], dtype=torch.float16)
     with pytest.raises(ValueError, match=r"out must be .* shape \(2,\)"):
         tl.tma_handoff_args(xh, torch.zeros(5))
+
+
+def test_partitions_are_placed_as_the_compiler_places_them():
+    """Triton's allocate-warp-groups pass puts larger partitions first and pads to whole warp groups:
+    chapter 6's one-warp producer, behind eight consumer warps, is warp 10, not warp 8."""
+    from multicta_kernels import clc_matmul as cm
+    from multicta_kernels import hopper_matmul as hm
+    hopper = tl.placed_partitions(hm.hopper_matmul_spec(), ["consumer", "producer"])
+    assert hopper == {**{w: "consumer" for w in range(8)}, 10: "producer"}
+    assert tl.placed_partitions(cm.clc_matmul_spec(), ["epilogue", "loader", "mma", "scheduler"], "sm_100a") == \
+        tl.partition_map(4, [1, 1, 1], ["epilogue", "loader", "mma", "scheduler"])
+    with pytest.raises(ValueError, match="a default partition and 1 workers; got names"):
+        tl.placed_partitions(hm.hopper_matmul_spec(), ["consumer", "producer", "extra"])
+
+
+@pytest.mark.parametrize("name, spec, names", [
+    ("timeline_hopper_matmul_k512", lambda hm: hm.hopper_matmul_spec(), ["consumer", "producer"]),
+    ("timeline_hopper_matmul_k4096", lambda hm: hm.hopper_matmul_spec(), ["consumer", "producer"]),
+    ("timeline_hopper_matmul_pingpong_k512",
+     lambda hm: hm.hopper_matmul_spec(**hm.VARIANTS["ping-pong"]), ["producer", "consumer0", "consumer1"]),
+    ("timeline_tma_handoff", lambda hm: tl.handoff_spec(False), list(tl.HANDOFF["names"])),
+])
+def test_recorded_partitions_match_the_compilers_placement(name, spec, names):
+    from multicta_kernels import hopper_matmul as hm
+    tr = tl.load(f"{bench.RESULTS}/h200/{name}.json")
+    owner = tl.placed_partitions(spec(hm), names)
+    assert {int(k): v for k, v in tr.meta["partitions"].items()} == owner
+    assert {(r["warp"], r["partition"]) for r in tr.records()} <= set(owner.items())

@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 from record_timelines import say, sm_clock_mhz  # noqa: E402
 
-from multicta_kernels import barriers, bench, cluster, lens, multicast as mc, softmax as sm  # noqa: E402
+from multicta_kernels import barriers, bench, cluster, multicast as mc, softmax as sm  # noqa: E402
 from multicta_kernels import hopper_matmul as hm, timeline as tl  # noqa: E402
 from multicta_kernels.checks import assert_matmul_close, assert_softmax_close  # noqa: E402
 
@@ -95,10 +95,8 @@ def main(argv=None) -> None:
         a = torch.randn(8192, K, device="cuda", dtype=torch.float16)
         b = torch.randn(K, 8192, device="cuda", dtype=torch.float16)
         c = torch.full((8192, 8192), float("nan"), device="cuda", dtype=torch.float16)
-        p = hm.plan(8192, 8192, K, lens.DTYPES["float16"].gl, **{**hm.CONFIG, **cfg, "instrument": True})
-        names = ["producer", "consumer0", "consumer1"] if p.consumers == 2 else ["consumer", "producer"]
-        workers = [4, 4] if p.consumers == 2 else [1]
-        owner = tl.partition_map(p.num_warps, workers, names)
+        names = ["producer", "consumer0", "consumer1"] if cfg.get("consumers", 1) == 2 else ["consumer", "producer"]
+        owner = tl.placed_partitions(hm.hopper_matmul_spec(**cfg), names)
         tr = tl.record(lambda: hm.hopper_matmul(a, b, out=c, **cfg, instrument=True), name, folder=raw,
                        partitions=owner, clock_mhz=clock["clock_mhz"])
         assert_matmul_close(c, a, b, name)

@@ -142,7 +142,7 @@ def main(argv=None) -> None:
     programs = 128
     xh = torch.randn(programs * h["tiles"] * h["rows"], h["cols"], device="cuda", dtype=torch.float16)
     want_h = xh.float().view(programs, -1).sum(1)
-    owner = tl.partition_map(h["num_warps"], h["worker_warps"], h["names"])
+    owner = tl.placed_partitions(tl.handoff_spec(False), h["names"])
     out_h = torch.full((programs,), float("nan"), device="cuda")
     tr = tl.record(lambda: tl.tma_handoff(xh, out_h, instrument=True), "tma_handoff", folder=trace_dir,
                    partitions=owner, clock_mhz=clock["clock_mhz"])
