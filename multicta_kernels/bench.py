@@ -66,7 +66,8 @@ def tflops(M: int, N: int, K: int, ms: float) -> float:
 
 
 def rel_err(c, ref) -> float:
-    """||c - ref|| / ||ref|| in fp32: the check for fp16/bf16 matmuls, whose elementwise error grows with K."""
+    """||c - ref|| / ||ref|| in fp32: a summary recorded beside a benchmark's numbers, not a check (a few
+    wrong rows barely move it; :func:`matmul_sweep` checks every element first)."""
     c, ref = c.float(), ref.float()
     return ((c - ref).norm() / ref.norm()).item()
 
@@ -110,11 +111,13 @@ def cublas_tflops(M: int = 8192, N: int = 8192, K: int = 8192, dtype: str = "flo
 
 
 def matmul_sweep(variants: dict, shapes, log, tag: str, dtype: str = "float16") -> tuple[list, list]:
-    """TFLOP/s and relative error of each variant at each (M, N, K), with cuBLAS (CublasLt, also the
+    """TFLOP/s and relative error of each variant at each (M, N, K), each output first checked element
+    by element against torch (a wrong kernel stops the run, unrecorded), with cuBLAS (CublasLt, also the
     reference output) and torch.matmul measured in the same run with the same timer.
     ``variants[name](a, b, out)`` returns a prepared ``launch()`` (validated, compiled, descriptors
     built), so that the timer sees the GPU and not the Python front. Returns (columns, rows)."""
     import torch
+    from .checks import assert_matmul_close
     dt = getattr(torch, dtype)
     blas = Cublas()
     rows = []
@@ -126,10 +129,11 @@ def matmul_sweep(variants: dict, shapes, log, tag: str, dtype: str = "float16") 
         blas.matmul(a, b_t, ref)
         c = torch.empty_like(ref)
         row = [M, N, K]
-        for make in variants.values():
+        for name, make in variants.items():
             c.fill_(float("nan"))
             launch = make(a, b, c)
             launch()
+            assert_matmul_close(c, a, b, f"{tag} {name} {M}x{N}x{K}")    # nothing wrong is ever recorded
             err = rel_err(c, ref)
             ms = time_ms(launch, cudagraph=False, rep=200)
             row += [round(tflops(M, N, K, ms), 1), err]
@@ -234,7 +238,7 @@ def main(argv=None):
     from .hardware import UnsupportedHardwareError
     try:
         run(args.name, args.out, args.quick)
-    except UnsupportedHardwareError as exc:           # one line, not a traceback; nothing was written
+    except UnsupportedHardwareError as exc:           # a feature asked for inside: one line, nothing written
         raise SystemExit(f"bench: {exc}") from None
 
 

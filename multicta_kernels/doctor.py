@@ -18,7 +18,6 @@ recorded ``doctor.json`` files by :func:`label`, never typed.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import queue
 import subprocess
@@ -29,7 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import multicta_kernels  # noqa: F401
-from . import hardware
+from . import bench, hardware
+from .bench import RESULTS, ROOT
 from .hardware import CLUSTERS, CUDA, TCGEN05, WGMMA
 
 CHAPTERS = {
@@ -447,9 +447,6 @@ def environment_lines() -> list[str]:
 
 # ------------------------------------------------------------------------------ recorded labels
 
-RESULTS = Path(__file__).resolve().parent.parent / "results"
-
-
 def gpu_folder(name: str) -> str:
     """results/ folder name of a GPU: "NVIDIA H200" -> "h200"."""
     return name.replace("NVIDIA", "").strip().lower().replace(" ", "-") or "gpu"
@@ -459,9 +456,8 @@ def ran_on(feature: hardware.Feature, results: Path = RESULTS) -> list[tuple[str
     """(GPU, date) of every recorded doctor run in which every check needing ``feature`` passed."""
     out = []
     for path in sorted(results.glob("*/doctor.json")):
-        rec = json.loads(path.read_text())
-        rows = [dict(zip(rec["columns"], r)) for r in rec["rows"]]
-        mine = [r for r in rows if r["feature"] == feature.name]
+        rec = bench.load(path)
+        mine = [r for r in bench.records(rec) if r["feature"] == feature.name]
         if mine and all(r["status"] == "PASS" for r in mine):
             out.append((rec["gpu"], rec["date"]))
     return out
@@ -480,7 +476,7 @@ def label(feature: hardware.Feature, results: Path = RESULTS) -> str:
 def status_table(results: Path = RESULTS) -> str:
     """The markdown table the README and the workshop guide carry (between generated markers): for
     each chapter and each feature it needs, whether its kernels have run, and where."""
-    feats = (CUDA, CLUSTERS, WGMMA, TCGEN05)
+    feats = hardware.FEATURES
     lines = ["| chapter | " + " | ".join(f"`{f.name}`" for f in feats) + " |", "| --- |" + " --- |" * len(feats)]
     for ch, title in CHAPTERS.items():
         cells = [label(f, results) if f in CHAPTER_FEATURES[ch] else "" for f in feats]
@@ -502,7 +498,7 @@ def render_docs(text: str, results: Path = RESULTS) -> str:
     return f"{head}{MARK_BEGIN}\n{note}\n\n{status_table(results)}\n\n{MARK_END}{tail}"
 
 
-def update_docs(root: Path = RESULTS.parent) -> list[str]:
+def update_docs(root: Path = ROOT) -> list[str]:
     changed = []
     for rel in DOCS:
         p = root / rel
@@ -528,6 +524,13 @@ def main(argv=None) -> int:
     ap.add_argument("--update-docs", action="store_true", help="regenerate the status tables in README and workshop")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if (args.bench or args.out) and not args.record:
+        ap.error("--bench and --out go with --record (they say what to record, and where)")
+    if args.only:
+        try:
+            plan(hardware.device(), args.only)
+        except ValueError as exc:
+            ap.error(str(exc))
     if args.child:
         _child(args.child.split(","))
         return 0
@@ -543,10 +546,7 @@ def main(argv=None) -> int:
     print("[doctor] chapters:   live here            | lens only")
     for ch, title, live, lens in chapters_here(dev):
         print(f"[doctor]   {ch}. {title:<40} {live:<20} | {lens}")
-    wanted = [c for c in CHECKS.values()
-              if not args.only or c.name in args.only.split(",") or c.chapter in args.only.split(",")]
-    todo = [c for c in wanted if dev.has(c.feature)]
-    skipped = [Outcome(c, "SKIP", 0.0, f"needs {c.feature.runs_on}") for c in wanted if not dev.has(c.feature)]
+    todo, skipped = plan(dev, args.only)
     if not todo:
         print(f"[doctor] nothing runs live on {dev}: the book's CPU path (lens, models, recorded results) is all there is")
         return 0
@@ -570,8 +570,21 @@ def main(argv=None) -> int:
     return 1 if bad else 0
 
 
+def plan(dev: hardware.Device, only: str | None = None) -> tuple[list, list]:
+    """(checks to run on ``dev``, SKIP outcomes of those it lacks the feature for); ``only``:
+    comma-separated check names or chapter numbers, each of which must name something."""
+    names = [x.strip() for x in only.split(",")] if only else []
+    unknown = [x for x in names if x not in CHECKS and x not in {c.chapter for c in CHECKS.values()}]
+    if unknown:
+        raise ValueError(f"--only {','.join(unknown)}: no such check or chapter; the checks are "
+                         f"{', '.join(CHECKS)} (or chapters 0-6)")
+    wanted = [c for c in CHECKS.values() if not names or c.name in names or c.chapter in names]
+    return ([c for c in wanted if dev.has(c.feature)],
+            [Outcome(c, "SKIP", 0.0, f"needs {c.feature.runs_on}") for c in wanted if not dev.has(c.feature)])
+
+
 def _record(outcomes, dev, sanitized, bench, out=None):
-    from . import bench as bench_mod
+    import multicta_kernels.bench as bench_mod
     env = bench_mod.environment()
     folder = RESULTS / gpu_folder(dev.name)
     result = {"benchmark": "doctor", **env, "command": "python -m multicta_kernels.doctor --record",

@@ -138,6 +138,17 @@ def require(feature: Feature, what: str, instead: str | None = None) -> Device:
                                    f"this machine has {here}. Here, {instead}.")
 
 
+def require_or_exit(what: str, *features: Feature) -> Device:
+    """For command-line tools: the device, or exit with one line naming what is missing (no traceback,
+    nothing written)."""
+    try:
+        for f in features:
+            require(f, what)
+    except UnsupportedHardwareError as exc:
+        raise SystemExit(str(exc)) from None
+    return device()
+
+
 def check_on_gpu(t, name: str) -> None:
     """A tensor argument must live in GPU memory (checked after the arguments' shapes and the hardware)."""
     if t.device.type != "cuda" and not device().pretended:

@@ -32,6 +32,8 @@ import os
 from dataclasses import dataclass, field
 
 import multicta_kernels  # noqa: F401
+from . import layouts
+from .hardware import MAX_CLUSTER_CTAS, log2
 
 # ------------------------------------------------------------------------------------ parsing
 
@@ -55,8 +57,9 @@ def parse_bases(value, what: str = "bases", width: int | None = None) -> list:
         if width is not None and len(b) != width:
             raise ValueError(f"{what}: each basis has {width} entr{'y' if width == 1 else 'ies'}, got {list(b)}")
         out.append([int(v) for v in b])
-    if len(out) > 4:
-        raise ValueError(f"{what}: at most 4 bases (16 CTAs, the largest cluster), got {len(out)}")
+    if len(out) > log2(MAX_CLUSTER_CTAS):
+        raise ValueError(f"{what}: at most {log2(MAX_CLUSTER_CTAS)} bases ({MAX_CLUSTER_CTAS} CTAs, the largest "
+                         f"cluster), got {len(out)}")
     return out
 
 
@@ -70,9 +73,10 @@ def parse_shape(value, max_elements: int = 8192) -> list:
     shape = list(value)
     if len(shape) != 2 or not all(isinstance(s, int) and not isinstance(s, bool) for s in shape):
         raise ValueError(f"shape: two integers (rows, columns), got {value!r}")
-    for s in shape:
-        if s < 1 or s & (s - 1):
-            raise ValueError(f"shape: every dimension is a power of two (layouts tile by powers of two), got {shape}")
+    try:
+        layouts.check_shape(shape, 2)
+    except ValueError as exc:
+        raise ValueError(f"shape: {exc}") from None
     if shape[0] * shape[1] > max_elements:
         raise ValueError(f"shape: at most {max_elements} elements, so the map stays readable, got {shape}")
     return shape
@@ -154,7 +158,6 @@ def ownership_figure(kind: str = "BlockedLayout", bases="[[0, 1], [1, 0]]", shap
     """
     import matplotlib.pyplot as plt
 
-    from . import layouts
     layout, bases, shape = make_layout(kind, bases, shape)
     if by not in FIELDS:
         raise ValueError(f"owner field: one of {', '.join(FIELDS)}, got {by!r}")

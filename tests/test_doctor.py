@@ -24,8 +24,8 @@ def _record(tmp_path, gpu, rows):
     folder = tmp_path / doctor.gpu_folder(gpu)
     folder.mkdir(parents=True)
     (folder / "doctor.json").write_text(json.dumps({
-        "benchmark": "doctor", "gpu": gpu, "date": "2026-12-01", "columns": ["check", "chapter", "feature", "status"],
-        "rows": rows}))
+        "benchmark": "doctor", "gpu": gpu, "date": "2026-12-01", "triton": "3.9.0", "method": {}, "ceilings": {},
+        "columns": ["check", "chapter", "feature", "status"], "rows": rows}))
 
 
 def test_labels_come_from_recorded_runs(tmp_path):
@@ -91,3 +91,15 @@ def test_record_on_blackwell_also_records_its_benchmarks_and_timeline(tmp_path, 
         doctor._record([outcome], dev, False, bench=True)
     assert calls == [("bench", "clc-matmul"), ("timeline", "NVIDIA B200")]
     assert (tmp_path / "b200" / "doctor.json").exists()
+
+
+def test_cli_refuses_what_would_silently_check_nothing(capsys):
+    with pytest.raises(SystemExit) as e:
+        doctor.main(["--only", "sofmax"])
+    assert e.value.code == 2 and "--only sofmax: no such check or chapter" in capsys.readouterr().err
+    for flags in (["--bench"], ["--out", "x.json"]):
+        with pytest.raises(SystemExit):
+            doctor.main(flags)
+        assert "go with --record" in capsys.readouterr().err
+    todo, skipped = doctor.plan(hardware.device(), "softmax,6")
+    assert {c.name for c in todo} | {o.check.name for o in skipped} == {"softmax", "hopper_matmul"}

@@ -96,6 +96,17 @@ def test_notebook_banner_says_live_or_lens(capsys):
 def test_doctor_plans_by_capability():
     from multicta_kernels import doctor
     for capability, never, always in (((10, 0), WGMMA, TCGEN05), ((9, 0), TCGEN05, WGMMA)):
-        with hardware.pretend(capability):
-            todo = {c.feature for c in doctor.CHECKS.values() if hardware.has(c.feature)}
-        assert never not in todo and always in todo and CLUSTERS in todo
+        with hardware.pretend(capability) as dev:
+            todo, skipped = doctor.plan(dev)
+        assert {c.feature for c in todo} == {CUDA, CLUSTERS, always}
+        assert {o.check.feature for o in skipped} == {never} and {o.status for o in skipped} == {"SKIP"}
+        assert len(todo) + len(skipped) == len(doctor.CHECKS)
+
+
+def test_require_or_exit_is_one_line_for_scripts():
+    with hardware.pretend((9, 0), "NVIDIA H200"):
+        assert hardware.require_or_exit("a Hopper tool", CLUSTERS, WGMMA).name == "NVIDIA H200"
+        with pytest.raises(SystemExit) as e:
+            hardware.require_or_exit("a Blackwell tool", CLUSTERS, TCGEN05)
+    msg = str(e.value.code)
+    assert msg.startswith("a Blackwell tool needs") and "sm_100" in msg and "\n" not in msg

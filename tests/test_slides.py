@@ -64,3 +64,9 @@ def test_one_chapter_builds(tmp_path):
     assert len(re.findall(r"<section", html)) > 10
     assert "{exercise}" not in html and "{glue:text}" not in html
     assert 'class="notes"' in html or "<aside class=\"notes\"" in html        # solutions as speaker notes
+
+
+def test_a_missing_notebook_is_one_line(capsys):
+    with pytest.raises(SystemExit) as e:
+        slides.main(["notebooks/no-such-chapter.ipynb"])
+    assert e.value.code == 2 and "no such notebook: notebooks/no-such-chapter.ipynb" in capsys.readouterr().err

@@ -11,6 +11,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from multicta_kernels import bench, hopper_matmul as hm  # noqa: E402
+from multicta_kernels.hardware import WGMMA, require_or_exit  # noqa: E402
 
 EXPLORE = {
     "default (128x256, 3 stages)": {},
@@ -28,6 +29,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
+    require_or_exit("explore_hopper_matmul", WGMMA)
     variants = {n: (lambda a, b, c, cfg=cfg: hm.prepare(a, b, c, **cfg)) for n, cfg in EXPLORE.items()}
     columns, rows = bench.matmul_sweep(variants, [(8192, 8192, 512), (8192, 8192, 1024)], bench.log, "explore")
     result = {"benchmark": "hopper-matmul-explore", **bench.environment(),

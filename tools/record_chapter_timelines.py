@@ -13,7 +13,6 @@ time with and without its scopes (prepared launches, no proton session).
 """
 import argparse
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -25,6 +24,7 @@ from record_timelines import say, sm_clock_mhz  # noqa: E402
 from multicta_kernels import barriers, bench, cluster, multicast as mc, softmax as sm  # noqa: E402
 from multicta_kernels import hopper_matmul as hm, timeline as tl  # noqa: E402
 from multicta_kernels.checks import assert_matmul_close, assert_softmax_close  # noqa: E402
+from multicta_kernels.hardware import CLUSTERS, WGMMA, require_or_exit  # noqa: E402
 
 
 def by_name(spec, **runtime):
@@ -48,8 +48,7 @@ def main(argv=None) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     import torch
-    if not torch.cuda.is_available():
-        raise SystemExit("record_chapter_timelines: no GPU here")
+    require_or_exit("record_chapter_timelines", CLUSTERS, WGMMA)     # chapters 1-3 and chapter 6's wgmma matmul
     env = bench.environment()
     clock = sm_clock_mhz()
     say(f"{env['gpu']}, SM clock {clock['clock_mhz']} MHz")
@@ -129,5 +128,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    T0 = time.time()
     main()

@@ -34,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from multicta_kernels import bench  # noqa: E402
 from multicta_kernels import timeline as tl  # noqa: E402
+from multicta_kernels.hardware import CLUSTERS, require_or_exit  # noqa: E402
 
 T0 = time.time()
 
@@ -109,8 +110,7 @@ def main(argv=None) -> None:
     trace_dir = out / "raw"
 
     import torch
-    if not torch.cuda.is_available():
-        raise SystemExit("record_timelines: no GPU here; run it on a Hopper or Blackwell node")
+    require_or_exit("record_timelines", CLUSTERS)
     env = bench.environment()
     say(f"{env['gpu']} (sm_{env['capability'][0]}{env['capability'][1]}), triton {env['triton']}, "
         f"torch {env['torch']}, driver {env['driver']}")

@@ -14,7 +14,7 @@ The rules:
 - a markdown cell that starts with ``#`` or ``##`` starts a new slide, ``###`` a sub-slide (a slide
   below it, reached with the down arrow);
 - an exercise starts a sub-slide; its solution becomes speaker notes (press ``s`` in the slides);
-- when a (sub-)slide would overflow (about 26 lines of text, code and output; a figure counts as
+- when a (sub-)slide would overflow (about 20 lines of text, code and output, ``BUDGET``; a figure counts as
   14), the next cell starts a sub-slide, so nothing runs off the bottom; a single long cell
   scrolls;
 - tags: ``remove-cell`` (and ``skip-slide``) drop the cell, ``hide-input`` / ``remove-input``
@@ -299,6 +299,9 @@ def main(argv=None) -> int:
                     "a local copy for a room without internet: npm pack reveal.js@4.0.2, unpack, give its path")
     args = ap.parse_args(argv)
     notebooks = args.notebooks or sorted((ROOT / "notebooks").glob("*.ipynb"))
+    missing = [str(nb) for nb in notebooks if not nb.is_file() or nb.suffix != ".ipynb"]
+    if missing:
+        ap.error(f"no such notebook: {', '.join(missing)} (give paths like notebooks/01-cga-layouts.ipynb)")
     built = []
     for nb in notebooks:
         out = build(nb, args.out, use_executed=not args.source, reveal=args.reveal)
