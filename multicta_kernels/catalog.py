@@ -19,6 +19,7 @@ KERNELS = {   # name: (spec factory, parameter sets the tests compile)
     "tl_hinted_copy": (foundations.hinted_copy_spec, [{"hint": True}, {"hint": False}]),
     "tl_asin": (foundations.asin_spec, [{}]),
     "tl_persistent_matmul": (foundations.persistent_matmul_spec, [{}]),
+    "tl_fold": (foundations.fold_spec, [{"stages": None}, {"stages": 3}]),
     # chapter 1
     "softmax": (softmax.softmax_spec, [{"num_ctas": c} for c in (1, 2, 4, 8, 16)]),
     "softmax_two_pass": (softmax.softmax_two_pass_spec, [{"num_ctas": c} for c in (1, 4, 16)]),

@@ -66,13 +66,14 @@ def where_am_i_kernel(pid_out, n, BLOCK: tl.constexpr):
     tl.store(pid_out + offs, pid, mask=mask)
 
 
-def programs_demo(n: int = 10, block: int = 4):
+def programs_demo(n: int = 10, block: int = 4, kernel=None):
     """Which program writes each element, for n elements in blocks of ``block``; -1 = nobody.
-    The output has room for the whole last block, so the masked lanes are visible."""
+    The output has room for the whole last block, so the masked lanes are visible. ``kernel`` is any
+    kernel with ``where_am_i_kernel``'s arguments (your own copy, say); by default that kernel."""
     import torch
     grid = triton.cdiv(n, block)
     out = torch.full((grid * block,), -1, dtype=torch.int32, device=device())
-    where_am_i_kernel[(grid,)](out, n, BLOCK=block)
+    (kernel or where_am_i_kernel)[(grid,)](out, n, BLOCK=block)
     return grid, out.cpu().tolist()
 
 
@@ -270,6 +271,31 @@ def split_epilogue(x):
     return y
 
 
+# ------------------------------------------------------------------------- tl.range pipelining
+
+@kernel
+def fold_kernel(x_ptr, out_ptr, M, K, BLOCK_M: tl.constexpr, BK: tl.constexpr, STAGES: tl.constexpr):
+    # Adds each row's BK-wide chunks element by element: a loop of loads with no tl.dot.
+    rows = (tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M))[:, None]
+    j = tl.arange(0, BK)[None, :]
+    acc = tl.full((BLOCK_M, BK), 0.0, tl.float32)
+    for k in tl.range(0, K, BK, num_stages=STAGES):    # STAGES = None: no hint, a plain loop
+        acc += tl.load(x_ptr + rows * K + k + j, mask=(rows < M) & (k + j < K), other=0.0)
+    tl.store(out_ptr + rows * BK + j, acc, mask=rows < M)
+
+
+def fold(x, bk: int = 64, block_m: int = 16, stages: int | None = None):
+    """Each row of the fp32 matrix ``x`` folded into ``bk`` partial sums (their total is the row's sum)."""
+    import torch
+    if not isinstance(x, torch.Tensor) or x.dim() != 2 or x.dtype != torch.float32:
+        raise TypeError("fold needs a 2-D float32 torch.Tensor")
+    x = x.contiguous()
+    M, K = x.shape
+    out = torch.empty((M, bk), device=x.device, dtype=torch.float32)
+    fold_kernel[(triton.cdiv(M, block_m),)](x, out, M, K, BLOCK_M=block_m, BK=bk, STAGES=stages)
+    return out
+
+
 # ---------------------------------------------------------------------- atomics, hints, metadata
 
 @kernel
@@ -343,6 +369,67 @@ def persistent_matmul_spec():
                      "NUM_PROGRAMS": "i32", "BM": "constexpr", "BN": "constexpr", "BK": "constexpr",
                      "GROUP_M": "constexpr"}, {"BM": 128, "BN": 128, "BK": 64, "GROUP_M": 8}, num_warps=8,
                     divisible=("a_ptr", "b_ptr", "c_ptr", "M", "N", "K"), expect=("mma",))
+
+
+def fold_spec(stages: int | None = None):
+    """``fold_kernel`` for the lens, with the launch option ``num_stages=3`` in every case: ``stages`` is
+    the loop's own ``tl.range(..., num_stages=stages)`` (None: a plain loop)."""
+    return lens.KernelSpec(name="tl_fold", fn=fold_kernel, language="triton",
+                           signature={"x_ptr": "*fp32", "out_ptr": "*fp32", "M": "i32", "K": "i32",
+                                      "BLOCK_M": "constexpr", "BK": "constexpr", "STAGES": "constexpr"},
+                           constexprs={"BLOCK_M": 64, "BK": 64, "STAGES": stages},
+                           options={"num_warps": 4, "num_stages": 3}, divisible=("x_ptr", "out_ptr", "K"),
+                           expect=("add.f32", "st.global"))
+
+
+def _f32(token: str) -> float:
+    """A PTX fp32 immediate, ``0f`` and 8 hex digits: "0f3E2AAC04" -> 0.1667."""
+    import struct
+    return struct.unpack(">f", bytes.fromhex(token[2:]))[0]
+
+
+def asin_polynomial(ptx: str) -> dict:
+    """What libdevice's fp32 asin compiled to, read from the PTX of ``asin_kernel``: the longest Horner
+    chain of ``fma`` whose first step multiplies two constants' registers and which adds a constant at
+    every step, and its coefficients (``coeffs``, the constant term first); the ``setp.gt.f32`` thresholds
+    (``cuts``); the products of two constants inside one ``fma`` (``constant_products``: pi/2 is one);
+    the ``rsqrt`` lines; ``excerpt``, the constants' ``mov`` lines and the chain; and ``taylor``, the
+    Taylor series coefficients of (asin(x) - x) / x^3 in t = x^2, as many as ``coeffs``."""
+    import math
+    from . import lens as _lens
+    const, movs, fmas, cuts, rsqrts = {}, {}, [], set(), []
+    for _, op, line in _lens.instructions(ptx):
+        if " " not in line.strip():
+            continue
+        dst, *args = [t.strip(" ;") for t in line.split(None, 1)[1].split(",")]
+        if op == "mov.b32" and args and args[0].startswith("0f"):
+            const[dst], movs[dst] = _f32(args[0]), line.strip()        # a register holding a constant
+        elif op.startswith("fma"):
+            fmas.append((dst, args, line.strip()))
+        elif op == "setp.gt.f32" and args and args[-1].startswith("0f"):
+            cuts.add(_f32(args[-1]))
+        elif op.startswith("rsqrt"):
+            rsqrts.append(line.strip())
+    chains = []
+    for i, (dst, args, line) in enumerate(fmas):
+        if len(args) == 3 and args[0] in const and args[2] in const:    # c_a * t + c_b: the first step
+            chain = [(dst, args, line)]
+            for d2, a2, l2 in fmas[i + 1:]:
+                if a2[0] == chain[-1][0] and a2[2] in const:           # previous * t + a constant
+                    chain.append((d2, a2, l2))
+            chains.append(chain)
+    if not chains:
+        raise ValueError("no fma chain over constants in this PTX: is it asin_kernel's?")
+    chain = max(chains, key=len)
+    coeffs = [const[a[2]] for _, a, _ in chain[1:]][::-1] + [const[chain[0][1][2]], const[chain[0][1][0]]]
+    used = dict.fromkeys(r for _, a, _ in chain for r in (a[0], a[2]) if r in const)
+    return {"coeffs": coeffs,
+            "taylor": [math.comb(2 * n, n) / (4 ** n * (2 * n + 1)) for n in range(1, len(coeffs) + 1)],
+            "steps": len(chain), "cuts": sorted(cuts),
+            "constant_products": [const[a[0]] * const[a[1]] for _, a, _ in fmas
+                                  if a[0] in const and a[1] in const and a[0] != a[1]],
+            "rsqrt": rsqrts,
+            "excerpt": "\n".join([movs[r] for r in used] + [line for *_, line in chain])}
 
 
 # --------------------------------------------------------------------------- device properties

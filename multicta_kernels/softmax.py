@@ -28,8 +28,9 @@ from .hardware import CLUSTERS, CUDA, MAX_CLUSTER_CTAS, check_cluster_size, chec
 LOG2E = gl.constexpr(1.4426950408889634)  # exp(x) = exp2(x * log2(e)): one ex2.approx
 
 # Register budget: at most this many fp32 values of a row tile per thread. At 128 the fused kernel
-# uses 166 registers and no stack; at 256 ptxas spills the tile to the stack (lens.resources() on the
-# CPU says both). At most 16 warps per CTA and 16 CTAs per cluster.
+# keeps its tile in registers with no spill; at 256 ptxas spills the tile to the stack (lens.resources()
+# on the CPU says both: tests/test_softmax_cpu.py checks them). At most 16 warps per CTA and 16 CTAs per
+# cluster.
 MAX_VALUES_PER_THREAD = 128
 MAX_WARPS = 16
 MAX_N = MAX_CLUSTER_CTAS * MAX_WARPS * 32 * MAX_VALUES_PER_THREAD  # 524288 columns
@@ -266,8 +267,9 @@ def pick_config(N: int, dtype: str = "float32") -> SoftmaxConfig:
     rec = recorded_best(N) if dtype == "float32" else None
     if rec:
         b, r2 = rec["best"], rec["runner_up"]
+        rows_of = str(rec["rows_of"]) + ("" if rec["rows_of"] == N else f" (the same {block_n}-wide tile)")
         reasons = [f"measured on the {rec['gpu']} ({rec['date']}, results/h200/softmax_sweep*.json): {_cfg_text(b)} "
-                   f"moved rows of {rec['rows_of']} at {b['fraction_of_copy']:.3f} of the copy bandwidth, the best of "
+                   f"moved rows of {rows_of} at {b['fraction_of_copy']:.3f} of the copy bandwidth, the best of "
                    f"{rec['measured']} configurations tried"]
         if r2:
             reasons.append(f"runner-up: {_cfg_text(r2)} at {r2['fraction_of_copy']:.3f}")

@@ -82,3 +82,33 @@ def test_sizes_of_one_compile():
         spec = catalog.spec(name, num_ctas=4)
         for sizes in ({"M": 1}, {"n_div": 1}, {"x_stride_div": 1, "out_stride_div": 1}):
             assert ".reqnctapercluster 4" in lens.compile(lens.specialise(spec, **sizes), "sm_90a").ptx
+
+
+def test_explain_says_when_the_measured_rows_were_narrower():
+    """The sweep measured rows of 3000, not 4096: both share a 4096-wide tile, and explain() says so
+    for N = 4096 (and not for N = 3000 itself)."""
+    rec = softmax.recorded_best(4096)
+    assert rec["rows_of"] != 4096
+    assert f"rows of {rec['rows_of']} (the same 4096-wide tile)" in softmax.pick_config(4096).explain()
+    assert "the same" not in softmax.pick_config(rec["rows_of"]).explain().splitlines()[1]
+
+
+def test_register_budget_keeps_the_tile_in_registers():
+    """MAX_VALUES_PER_THREAD: at the limit the recorded wide-row configuration compiles without a spill
+    (ptxas on this machine); at twice the limit the tile spills, which is why make_config refuses it."""
+    from unittest import mock
+
+    from multicta_kernels import bench, catalog, lens
+    widest = max(bench.records(bench.load("h200/softmax.json")), key=lambda r: r["N"])
+    assert widest["values_per_thread"] == softmax.MAX_VALUES_PER_THREAD
+    k = catalog.compile("softmax", "sm_90a", num_ctas=widest["num_ctas"], N=widest["N"],
+                        num_warps=widest["num_warps"], block_m=widest["block_m"])
+    fits = k.resources()
+    assert fits["spill_stores"] == fits["spill_loads"] == fits["stack"] == 0 and fits["registers"] <= 255
+    with mock.patch.object(softmax, "MAX_VALUES_PER_THREAD", 2 * softmax.MAX_VALUES_PER_THREAD):
+        spec = softmax.softmax_spec(num_ctas=widest["num_ctas"] // 2, N=widest["N"],
+                                    num_warps=widest["num_warps"], block_m=1)
+    too_many = lens.compile(spec, "sm_90a").resources()
+    assert too_many["spill_stores"] > 0
+    with pytest.raises(ValueError, match="spill"):
+        softmax.make_config(widest["N"], widest["num_ctas"] // 2, widest["num_warps"], 1)

@@ -8,7 +8,6 @@ import ast
 import json
 import math
 import re
-import struct
 from pathlib import Path
 
 import numpy as np
@@ -123,65 +122,55 @@ def test_asin_is_inlined_arithmetic():
 
 
 def test_asin_polynomial_starts_like_the_taylor_series():
-    from multicta_kernels import lens
-    f32 = lambda token: struct.unpack(">f", bytes.fromhex(token[2:]))[0]            # noqa: E731
-    const, fmas, cuts = {}, [], set()
-    for _, op, line in lens.instructions(_asin_ptx().ptx):
-        if " " not in line.strip():
-            continue
-        dst, *args = [t.strip(" ;") for t in line.split(None, 1)[1].split(",")]
-        if op == "mov.b32" and args and args[0].startswith("0f"):
-            const[dst] = f32(args[0])
-        elif op.startswith("fma"):
-            fmas.append((dst, args))
-        elif op == "setp.gt.f32" and args[-1].startswith("0f"):
-            cuts.add(round(f32(args[-1]), 6))
-    chains = []
-    for i, (dst, args) in enumerate(fmas):
-        if args[0] in const and args[2] in const:
-            chain = [(dst, args)]
-            for d2, a2 in fmas[i + 1:]:
-                if a2[0] == chain[-1][0] and a2[2] in const:
-                    chain.append((d2, a2))
-            chains.append(chain)
-    chain = max(chains, key=len)
-    assert len(chain) == 4                               # a degree-4 polynomial in x^2, by Horner's rule
-    constant_term = const[chain[-1][1][2]]
-    assert abs(constant_term - 1 / 6) < 1e-4            # asin x = x + x^3/6 + ...
-    assert cuts == {0.56}
-    products = [const[a[0]] * const[a[1]] for _, a in fmas if a[0] in const and a[1] in const and a[0] != a[1]]
-    assert any(abs(p - math.pi / 2) < 1e-6 for p in products)
+    """Part 0 decodes the Horner chain of asin's PTX with foundations.asin_polynomial and says: a
+    degree-4 polynomial in t = x^2, the first coefficients close to the Taylor series, the cut at 0.56,
+    pi/2 as the product of two constants, a square root through rsqrt."""
+    from multicta_kernels import foundations
+    poly = foundations.asin_polynomial(_asin_ptx().ptx)
+    assert poly["steps"] == 4 and len(poly["coeffs"]) == 5   # a degree-4 polynomial in x^2, by Horner's rule
+    assert abs(poly["coeffs"][0] - 1 / 6) < 1e-4             # asin x = x + x^3/6 + ...
+    assert abs(poly["coeffs"][1] - 3 / 40) < 2e-3            # ... + 3 x^5/40 + ...
+    assert poly["taylor"][:2] == [1 / 6, 3 / 40]
+    assert [round(c, 6) for c in poly["cuts"]] == [0.56]
+    assert any(abs(p - math.pi / 2) < 1e-6 for p in poly["constant_products"])
+    assert poly["rsqrt"] and poly["excerpt"].count("fma") == 4
+
+
+def test_asin_polynomial_refuses_ptx_without_a_chain():
+    from multicta_kernels import catalog, foundations
+    with pytest.raises(ValueError, match="no fma chain"):
+        foundations.asin_polynomial(catalog.compile("tl_scale", "sm_90a").ptx)
 
 
 # ------------------------------------------------------------------ Part 0: tl.range vs num_stages
 
 def test_tl_range_pipelines_a_loop_the_launch_option_leaves_alone():
     """Part 0: the launch option num_stages pipelines loads that feed tl.dot; tl.range(num_stages=)
-    pipelines the loop it is on. A loop without tl.dot, compiled both ways."""
-    import dataclasses
+    pipelines the loop it is on. A loop without tl.dot (foundations.fold_kernel), compiled both ways
+    with the launch option num_stages=3."""
+    from multicta_kernels import catalog
+    plain = catalog.compile("tl_fold", "sm_90a", stages=None)
+    assert plain.spec.options["num_stages"] == 3
+    piped = {s: catalog.compile("tl_fold", "sm_90a", stages=s) for s in (2, 3, 4)}
+    assert plain.census(["cp.async"])["cp.async"] == 0 and plain.census(["ld.global"])["ld.global"] > 0
+    for k in piped.values():
+        assert k.census(["cp.async.cg"])["cp.async.cg"] > 0 and k.census(["ld.global"])["ld.global"] == 0
+    assert plain.shared_bytes < piped[2].shared_bytes < piped[3].shared_bytes < piped[4].shared_bytes
 
-    import triton.language as tl
 
-    from multicta_kernels import foundations, lens
+def test_fold_adds_each_rows_chunks():
+    """foundations.fold, run (under the interpreter on a CPU): the partial sums add up to each row's sum,
+    with and without the tl.range hint, for a width that is not a multiple of the chunk."""
+    import torch
 
-    @foundations.kernel
-    def fold(x_ptr, out_ptr, M, K, BLOCK_M: tl.constexpr, BK: tl.constexpr, STAGES: tl.constexpr):
-        rows = (tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M))[:, None]
-        j = tl.arange(0, BK)[None, :]
-        acc = tl.full((BLOCK_M, BK), 0.0, tl.float32)
-        for k in tl.range(0, K, BK, num_stages=STAGES):
-            acc += tl.load(x_ptr + rows * K + k + j, mask=(rows < M) & (k + j < K), other=0.0)
-        tl.store(out_ptr + rows * BK + j, acc, mask=rows < M)
-
-    spec = lens.KernelSpec(name="fold", fn=fold, language="triton",
-                           signature={"x_ptr": "*fp32", "out_ptr": "*fp32", "M": "i32", "K": "i32",
-                                      "BLOCK_M": "constexpr", "BK": "constexpr", "STAGES": "constexpr"},
-                           constexprs={"BLOCK_M": 64, "BK": 64, "STAGES": None},
-                           options={"num_warps": 4, "num_stages": 3}, divisible=("x_ptr", "out_ptr", "K"))
-    plain = lens.compile(spec, "sm_90a")
-    piped = lens.compile(dataclasses.replace(spec, constexprs={**spec.constexprs, "STAGES": 3}), "sm_90a")
-    assert plain.census(["cp.async"])["cp.async"] == 0
-    assert piped.census(["cp.async.cg"])["cp.async.cg"] > 0 and piped.shared_bytes > plain.shared_bytes
+    from multicta_kernels import foundations
+    x = torch.randn(50, 300, device=foundations.device())
+    for stages in (None, 3):
+        folded = foundations.fold(x, stages=stages)
+        assert folded.shape == (50, 64)
+        torch.testing.assert_close(folded.sum(1), x.sum(1), atol=1e-4, rtol=1e-4)
+    with pytest.raises(TypeError, match="float32"):
+        foundations.fold(x.double())
 
 
 # ------------------------------------------------------------------ reading: hidden plot code, no stray glue
