@@ -1,10 +1,14 @@
-"""Chapter 5's CLC matmul: CPU checks of the kernel's helper, plan validation and refusal; on
-Blackwell, correctness against torch.matmul including edge tiles, for each cga_layout."""
+"""Chapter 5's CLC matmul: CPU checks of the kernel's helper, plan validation and refusal, and of
+``prepare`` followed up to its launch on a (pretended) Blackwell; on Blackwell, correctness against
+torch.matmul including edge tiles, for each cga_layout."""
+import contextlib
+import math
 import re
 import types
 
 import pytest
 import torch
+from triton.experimental.gluon import language as gl
 
 from multicta_kernels import clc_matmul as cm
 from multicta_kernels import hardware, lens, tile_order
@@ -66,8 +70,131 @@ def test_wrapper_checks_before_hardware():
 @pytest.mark.skipif(hardware.has(TCGEN05), reason="checks the refusal elsewhere")
 def test_refused_off_blackwell_before_compiling(monkeypatch):
     monkeypatch.setattr(cm.clc_matmul_kernel, "run", lambda *a, **k: pytest.fail("launched"))
-    with pytest.raises(UnsupportedHardwareError, match="sm_100"):
-        cm.clc_matmul(torch.randn(256, 64, dtype=torch.float16), torch.randn(64, 256, dtype=torch.float16))
+    monkeypatch.setattr(cm.clc_matmul_kernel, "warmup", lambda *a, **k: pytest.fail("compiled"))
+    a, b = torch.randn(256, 64, dtype=torch.float16), torch.randn(64, 256, dtype=torch.float16)
+    for call in (lambda: cm.clc_matmul(a, b), lambda: cm.prepare(a, b)):
+        with pytest.raises(UnsupportedHardwareError, match="sm_100"):
+            call()
+
+
+# ---------------------------------------------------------------------------- prepare, on a CPU
+
+def _a_copy_of_the_kernel():
+    """Another @gluon.jit function with the package kernel's parameters (what "Change it and see" writes)."""
+    from triton.experimental import gluon
+    return gluon.jit(cm.clc_matmul_kernel.fn)
+
+
+def _not_the_same_parameters():
+    from triton.experimental import gluon
+
+    def other(a_desc, b_desc, c_desc, M, N, K):
+        pass
+    return gluon.jit(other)
+
+
+PREPARE_BAD_ARGUMENTS = [
+    (dict(kernel=lambda *a: None), TypeError, "@gluon.jit"),
+    (dict(kernel="clc_matmul_kernel"), TypeError, "@gluon.jit"),
+    (dict(kernel=_not_the_same_parameters()), ValueError, "clc_matmul_kernel's parameters"),
+    (dict(tile=3), TypeError, "unknown options"),
+    (dict(cga_layout=((1, 0), (0, 1))), ValueError, "along M only"),
+    (dict(out=torch.empty(256, 128, dtype=torch.float16)), ValueError, r"out must be a \(256, 256\)"),
+    (dict(out=torch.empty(256, 256, dtype=torch.float32)), ValueError, "out must be"),
+    (dict(b_transposed=True), ValueError, "stride"),
+]
+
+
+@pytest.mark.parametrize("kwargs, exc, msg", PREPARE_BAD_ARGUMENTS)
+@pytest.mark.parametrize("capability", [None, (9, 0), (10, 0)])
+def test_prepare_checks_arguments_before_the_hardware(kwargs, exc, msg, capability, monkeypatch):
+    """On a CPU, on a (pretended) Hopper and on a (pretended) Blackwell: a bad argument, the kernel=
+    argument included, is reported as such, not as missing hardware, and nothing is launched."""
+    monkeypatch.setattr(cm.clc_matmul_kernel, "run", lambda *a, **k: pytest.fail("launched"))
+    a = torch.randn(256, 64, dtype=torch.float16)
+    b = torch.randn(64, 256, dtype=torch.float16)
+    kwargs = dict(kwargs)
+    if kwargs.pop("b_transposed", False):
+        b = torch.randn(256, 64, dtype=torch.float16).T
+    with hardware.pretend(capability) if capability else contextlib.nullcontext():
+        with pytest.raises(exc, match=msg):
+            cm.prepare(a, b, **kwargs)
+
+
+def _recorder(monkeypatch, kernel):
+    calls = []
+    monkeypatch.setattr(kernel, "run", lambda *a, **kw: calls.append((a, kw)))
+    monkeypatch.setattr(kernel, "warmup", lambda *a, **kw: pytest.fail("warmup"))
+    return calls
+
+
+@pytest.mark.parametrize("cga_layout", [((1, 0),), ((1, 0), (2, 0))])
+def test_prepare_launches_one_cluster_per_tile_only_when_called(cga_layout, monkeypatch):
+    """Followed up to its launch on a (pretended) B200: prepare validates and builds descriptors but launches
+    nothing; each launch() launches the kernel once, one cluster per output tile, with the plan's
+    constexprs and cluster size, and returns the output it was given."""
+    calls = _recorder(monkeypatch, cm.clc_matmul_kernel)
+    M, N, K = 1000, 776, 328
+    a, b = torch.randn(M, K, dtype=torch.float16), torch.randn(K, N, dtype=torch.float16)
+    c = torch.empty(M, N, dtype=torch.float16)
+    with hardware.pretend((10, 0), "NVIDIA B200"):
+        launch = cm.prepare(a, b, c, cga_layout=cga_layout)
+        assert calls == []                                            # preparing launches nothing
+        assert launch() is c and launch() is c
+    num_ctas = 1 << len(cga_layout)
+    tiles = math.ceil(M / (cm.CONFIG["block_m"] * num_ctas)) * math.ceil(N / cm.CONFIG["block_n"])
+    assert launch.grid == tiles
+    assert len(calls) == 2 and calls[0][1] == calls[1][1]
+    args, kw = calls[0]
+    assert kw["grid"] == (tiles,) and kw["num_ctas"] == num_ctas and kw["num_warps"] == 4 and not kw["warmup"]
+    named = dict(zip(cm.clc_matmul_kernel.arg_names, args))
+    assert (named["M"], named["N"], named["K"]) == (M, N, K)
+    assert named["c_desc"].base is c and named["a_desc"].block_shape == [cm.CONFIG["block_m"] * num_ctas,
+                                                                          cm.CONFIG["block_k"]]
+    plan = cm.plan(M, N, K, gl.float16, **{**cm.CONFIG, "cga_layout": cga_layout})
+    for name, value in plan.constexprs().items():
+        assert named[name] == value, name
+
+
+def test_prepare_launches_the_kernel_it_is_given(monkeypatch):
+    """kernel=: a copy of the kernel (chapter 5's "Change it and see") is launched, the package's is not."""
+    mine = _a_copy_of_the_kernel()
+    theirs = _recorder(monkeypatch, cm.clc_matmul_kernel)
+    calls = _recorder(monkeypatch, mine)
+    a, b = torch.randn(512, 64, dtype=torch.float16), torch.randn(64, 512, dtype=torch.float16)
+    with hardware.pretend((10, 0), "NVIDIA B200"):
+        out = cm.prepare(a, b, kernel=mine)()
+    assert theirs == [] and len(calls) == 1 and calls[0][1]["grid"] == (4,)
+    assert tuple(out.shape) == (512, 512) and out.dtype == torch.float16
+
+
+def test_clc_matmul_is_prepare_then_launch(monkeypatch):
+    calls = _recorder(monkeypatch, cm.clc_matmul_kernel)
+    a, b = torch.randn(300, 64, dtype=torch.float16), torch.randn(64, 600, dtype=torch.float16)
+    with hardware.pretend((10, 0), "NVIDIA B200"):
+        out = cm.clc_matmul(a, b)
+    assert len(calls) == 1 and calls[0][1]["grid"] == (2 * 3,) and tuple(out.shape) == (300, 600)
+
+
+def test_benchmark_times_prepared_launches(monkeypatch):
+    """The clc-matmul benchmark hands bench.matmul_sweep prepare()'s launch() for each variant (not the
+    one-call wrapper, whose Python front the timer would see)."""
+    from multicta_kernels import bench
+    seen = {}
+
+    def sweep(variants, shapes, log, tag, dtype="float16"):
+        seen.update(variants=variants, shapes=shapes)
+        return ["M", "N", "K", "cublas_tflops", "torch_tflops"], [[8192, 8192, k, 1.0, 1.0] for _, _, k in shapes]
+    prepared = []
+    monkeypatch.setattr(bench, "matmul_sweep", sweep)
+    monkeypatch.setattr(cm, "prepare", lambda a, b, c, **cfg: prepared.append(cfg) or ("launch", cfg))
+    with hardware.pretend((10, 0), "NVIDIA B200"):
+        result = cm.benchmark(quick=True, log=lambda *_: None)
+    assert list(seen["variants"]) == list(cm.VARIANTS) == ["clc_2cta", "clc_4cta"]
+    got = [make(None, None, None) for make in seen["variants"].values()]
+    assert got == [("launch", cfg) for cfg in cm.VARIANTS.values()] and prepared == list(cm.VARIANTS.values())
+    assert [cfg["cga_layout"] for cfg in prepared] == [((1, 0),), ((1, 0), (2, 0))]
+    assert "prepare()" in result["method"]["launch"] and [s[2] for s in seen["shapes"]] == [512, 4096]
 
 
 def test_sizes_of_one_compile():
