@@ -212,7 +212,7 @@ def _probe(name, fn, bases, num_ctas, extra: dict, target: str):
         {"NBARS": model.num_barriers, "LAYOUT": mbarrier.MBarrierLayout([list(b) for b in model.bases]), **extra},
         {"num_warps": 4, "num_ctas": num_ctas})
     ptx = lens.compile(spec, target).ptx
-    init = [int(m) for m in re.findall(r"mbarrier\.init\.shared::cta\.b64 \[[^\]]+\], (\d+);", ptx)]
+    init = lens.mbarrier_init_counts(ptx)
     return ptx, init[0] if init else None
 
 

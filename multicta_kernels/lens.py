@@ -307,3 +307,130 @@ def excerpt(ptx: str, pattern: str, context: int = 2, max_hits: int = 2) -> str:
             out.append(f"{mark}{j + 1:5d}  {lines[j].rstrip()}")
         last = hi - 1
     return "\n".join(out)
+
+
+# ------------------------------------------------------------------ reading what a change did to a kernel
+
+def mbarrier_init_counts(ptx: str) -> list[int]:
+    """The count of every ``mbarrier.init`` in ``ptx``, in program order (an operand of the instruction: an
+    opcode census cannot see it). A group barrier's init runs on its leader with count x group size."""
+    return [int(n) for n in re.findall(r"mbarrier\.init\.shared(?:::cta)?\.b64 \[[^\]]+\], (\d+);", ptx)]
+
+
+_OPERAND = re.compile(r"mbarrier\.(init|arrive\.expect_tx)\S*\s.*,\s*(\d+);")
+
+
+def operand_census(ptx: str) -> collections.Counter:
+    """Instructions by opcode, with the operand a barrier protocol lives in: an ``mbarrier.init`` also by its
+    count ("... (count 4)"), an ``arrive.expect_tx`` with a constant also by its bytes ("... (24576 bytes)")."""
+    out = collections.Counter()
+    for _, op, line in instructions(ptx):
+        m = _OPERAND.search(line)
+        if m:
+            op += f" (count {m.group(2)})" if m.group(1) == "init" else f" ({m.group(2)} bytes)"
+        out[op] += 1
+    return out
+
+
+def census_changes(before: str, after: str) -> list[list]:
+    """[instruction, before, after, difference] for every entry of :func:`operand_census` whose count differs
+    between two PTX texts, in order of first appearance: what a change to a kernel did to its PTX."""
+    a, b = operand_census(before), operand_census(after)
+    return [[op, a[op], b[op], b[op] - a[op]] for op in dict.fromkeys([*a, *b]) if a[op] != b[op]]
+
+
+def with_kernel(spec: KernelSpec, fn, **constexprs) -> KernelSpec:
+    """``spec`` with its kernel replaced by ``fn`` (a reader's edited copy) and ``constexprs`` changed: the
+    same layouts and options, and only the arguments ``fn`` has (a copy may drop, say, an INSTRUMENT flag)."""
+    from dataclasses import replace
+    keep = fn.arg_names                                # a @gluon.jit function's arguments
+    unknown = set(constexprs) - set(keep)
+    if unknown:
+        raise KeyError(f"{fn.__name__} has no argument {sorted(unknown)}; its arguments: {keep}")
+    consts = {**spec.constexprs, **constexprs}
+    return replace(spec, name=f"{spec.name} (your copy)", fn=fn,
+                   signature={k: v for k, v in spec.signature.items() if k in keep},
+                   constexprs={k: v for k, v in consts.items() if k in keep})
+
+
+# ------------------------------------------------------------------ reading control flow in PTX
+
+_DEF = re.compile(r"\s*(?:@!?%p\d+\s+)?[a-z][\w.:]*\s+(%\w+)(?:\|(%\w+))?\s*,(.*);")
+
+
+def predicate_chain(ptx: str, needle: str, hit: int = 0) -> list[tuple[int, str]]:
+    """The PTX lines that compute the predicate guarding the ``hit``-th guarded line containing ``needle``,
+    followed back through every register they read: [(line number, text)], in program order."""
+    lines = ptx.splitlines()
+    guarded = [i for i, ln in enumerate(lines) if needle in ln and ln.strip().startswith("@")]
+    if hit >= len(guarded):
+        raise ValueError(f"{len(guarded)} guarded line(s) contain {needle!r}; asked for number {hit}")
+    at = guarded[hit]
+    todo, seen, chain = [(re.match(r"\s*@!?(%p\d+)", lines[at]).group(1), at)], set(), {at}
+    while todo:
+        reg, before = todo.pop()
+        if reg in seen:
+            continue
+        seen.add(reg)
+        for i in range(before - 1, -1, -1):           # the nearest definition above the use
+            m = _DEF.match(lines[i])
+            if m and reg in m.group(1, 2):
+                chain.add(i)
+                todo += [(r, i) for r in re.findall(r"%[a-z]+\d+", m.group(3))]
+                break
+    return [(i + 1, lines[i].strip()) for i in sorted(chain)]
+
+
+def issuing_ctas(chain: list[tuple[int, str]], num_ctas: int) -> list[int]:
+    """The CTAs whose ``%cluster_ctarank`` passes a guard of the form ``(rank & bits) == 0`` in a
+    :func:`predicate_chain` (``bits``: every rank bit when the rank is compared whole)."""
+    rank = next((re.search(r"(%r\d+), %cluster_ctarank;", text).group(1) for _, text in chain
+                 if "%cluster_ctarank" in text), None)
+    if rank is None:
+        raise ValueError("the chain does not read %cluster_ctarank: every CTA passes it")
+    bits = {rank: num_ctas - 1}
+    for _, text in chain:
+        if m := re.search(r"and\.b32\s+(%r\d+), " + re.escape(rank) + r", (\d+);", text):
+            bits[m.group(1)] = int(m.group(2))
+    tested = [m.group(1) for _, text in chain if (m := re.search(r"setp\.eq\.b32\s+%p\d+, (%r\d+), 0;", text))]
+    b = next((bits[r] for r in tested if r in bits), None)
+    if b is None:
+        raise ValueError("no test (rank & bits) == 0 in the chain")
+    return [c for c in range(num_ctas) if c & b == 0]
+
+
+def loop_body(ptx: str) -> str:
+    """The PTX of the kernel's main loop: from the target of its longest backward branch to the branch."""
+    lines = ptx.splitlines()
+    labels = {m.group(1): i for i, ln in enumerate(lines) if (m := re.match(r"(\$L__BB\d+_\d+):", ln))}
+    spans = [(labels[m.group(1)], i) for i, ln in enumerate(lines)
+             if (m := re.search(r"\bbra(?:\.uni)?\s+(\$L__BB\d+_\d+);", ln)) and labels.get(m.group(1), i) < i]
+    if not spans:
+        raise ValueError("the PTX has no backward branch: no loop")
+    lo, hi = max(spans, key=lambda s: s[1] - s[0])
+    return "\n".join(lines[lo:hi + 1])
+
+
+# ------------------------------------------------------------------ SASS, from Triton's own ptxas
+
+def sass(ptx: str, target: str = "sm_90a") -> list[str]:
+    """The SASS that Triton's bundled ``ptxas`` makes of this PTX, read with its ``cuobjdump`` (no GPU
+    needed): [instruction text], predicates included. Raises OSError or CalledProcessError where the
+    installation has no ptxas or cuobjdump."""
+    import subprocess
+
+    from triton import knobs
+    from triton.backends.nvidia.compiler import get_ptxas
+    with tempfile.TemporaryDirectory() as d:
+        src, cubin = os.path.join(d, "k.ptx"), os.path.join(d, "k.cubin")
+        with open(src, "w") as f:
+            f.write(ptx)
+        subprocess.run([get_ptxas(TARGETS[target]).path, f"--gpu-name={target}", src, "-o", cubin],
+                       check=True, capture_output=True)
+        dump = subprocess.run([knobs.nvidia.cuobjdump.path, "-sass", cubin], check=True, capture_output=True, text=True)
+    return [m.group(1).strip() for m in re.finditer(r"/\*[0-9a-f]{4}\*/\s+([^;]*);", dump.stdout)]
+
+
+def sass_census(ptx: str, target: str = "sm_90a") -> collections.Counter:
+    """SASS opcodes (with their modifiers, e.g. ``MEMBAR.ALL.GPU``) and how often each occurs in the kernel."""
+    return collections.Counter(t.split()[1] if t.startswith("@") else t.split()[0] for t in sass(ptx, target))

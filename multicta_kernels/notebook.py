@@ -107,12 +107,36 @@ def diff(old, new, context: int = 3):
     return Code("\n".join(lines), language="diff")
 
 
+def changed_code_lines(old, new) -> list[tuple[str, str]]:
+    """The code lines that differ between two functions (e.g. a 1-CTA kernel and its 2-CTA twin), as
+    (old line, new line) pairs ("" where a line has no counterpart): the body only, without the decorator,
+    the def line, comments and blank lines, so a renamed kernel or an edited comment is no change."""
+    import ast
+    import difflib
+    import itertools
+
+    def code(fn):
+        text = textwrap.dedent(inspect.getsource(getattr(fn, "fn", fn)))
+        first = ast.parse(text).body[0].body[0].lineno          # the body's first line, after the signature
+        lines = text.splitlines()[first - 1:]
+        return [ln.split("#")[0].strip() for ln in lines if ln.split("#")[0].strip()]
+    a, b = code(old), code(new)
+    return [(x, y) for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes()
+            if tag != "equal" for x, y in itertools.zip_longest(a[i1:i2], b[j1:j2], fillvalue="")]
+
+
 def census_diff(before, after, patterns=None, names=("package", "yours")):
-    """A table of the instructions whose counts differ between two compiled kernels (``lens.Compiled``):
-    what a change to a kernel did to its PTX. ``patterns`` restricts it to lines containing those strings."""
-    a, b = before.census(patterns), after.census(patterns)
-    rows = [[op, a.get(op, 0), b.get(op, 0), b.get(op, 0) - a.get(op, 0)]
-            for op in sorted(set(a) | set(b)) if a.get(op, 0) != b.get(op, 0)]
+    """A table of what a change to a kernel did to its PTX: the instructions whose counts differ between two
+    compiled kernels (``lens.Compiled``), an ``mbarrier.init`` also by its count and an ``expect_tx`` by its
+    bytes (``lens.census_changes``), and the shared memory if it changed. ``patterns`` restricts it to lines
+    containing those strings (then without the operand split)."""
+    from . import lens
+    if patterns is None:
+        rows = lens.census_changes(before.ptx, after.ptx)
+    else:
+        a, b = before.census(patterns), after.census(patterns)
+        rows = [[op, a.get(op, 0), b.get(op, 0), b.get(op, 0) - a.get(op, 0)]
+                for op in sorted(set(a) | set(b)) if a.get(op, 0) != b.get(op, 0)]
     if before.shared_bytes != after.shared_bytes:
         rows.append(["(shared memory, bytes)", before.shared_bytes, after.shared_bytes,
                      after.shared_bytes - before.shared_bytes])

@@ -48,7 +48,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
-import re
 import time
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -1498,7 +1497,7 @@ def ptx_census(ptx: str) -> dict:
     ``cluster_barriers``: aligned ``barrier.cluster.arrive``, the compiler's own included)."""
     out = dict.fromkeys(CENSUS, 0)
     out.update(hand_shakes=0, cluster_barriers=0)
-    out["init_counts"] = sorted(int(x) for x in re.findall(r"mbarrier\.init\.shared::cta\.b64 \[[^\]]+\], (\d+);", ptx))
+    out["init_counts"] = sorted(lens.mbarrier_init_counts(ptx))
     out["init"] = len(out["init_counts"])
     load = None                                  # the copies of one load share its predicate and barrier
     for _, _, line in lens.instructions(ptx):

@@ -7,11 +7,13 @@ below are twins: the 2-CTA one differs only where 2-CTA mode requires it.
 """
 from __future__ import annotations
 
+import re
+
 import multicta_kernels  # noqa: F401
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.blackwell import (TensorMemoryLayout, allocate_tensor_memory,
-                                                                 tcgen05_mma, tcgen05_mma_barrier_count)
+                                                                 tcgen05_commit, tcgen05_mma, tcgen05_mma_barrier_count)
 from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier, tma
 
 from . import lens
@@ -155,6 +157,66 @@ def two_cta_mma_spec(N: int = 128, K: int = 64, dtype: str = "float16"):
 
 def one_cta_mma_spec(N: int = 128, K: int = 64, dtype: str = "float16"):
     return tile_spec("one_cta_mma", one_cta_mma_kernel, False, 128, N, K, dtype)
+
+
+# ---------------------------------------------------- tcgen05_commit(descs=...): lens only, never launched
+
+COMMIT_WAYS = ("tcgen05_mma(..., multicast=True, mbarriers=[bar])", "tcgen05_mma(..., mbarriers=[bar])",
+               "tcgen05_mma(...); tcgen05_commit(bar, descs=[a, b])", "tcgen05_mma(...); tcgen05_commit(bar)")
+COMMIT_ACC_BASES = ((1, 0), (2, 0))      # the looped kernel's 4 CTAs: 2 pairs, A split over both, B shared
+
+
+@gluon.jit
+def commit_demo_kernel(a_layout: gl.constexpr, b_layout: gl.constexpr, acc_layout: gl.constexpr, HOW: gl.constexpr):
+    """One 2-CTA MMA whose completion is committed in one of the four ``COMMIT_WAYS`` (HOW = 0 to 3). Its
+    barrier counts 1: the kernel only shows the commit's CTA mask in the PTX, and is never launched."""
+    a = gl.allocate_shared_memory(gl.float16, [512, 64], a_layout)
+    b = gl.allocate_shared_memory(gl.float16, [64, 128], b_layout)
+    acc = allocate_tensor_memory(gl.float32, [512, 128], acc_layout)
+    bar = mbarrier.allocate_mbarrier()
+    mbarrier.init(bar, count=1)
+    if HOW == 0:
+        tcgen05_mma(a, b, acc, use_acc=False, multicast=True, mbarriers=[bar])
+    elif HOW == 1:
+        tcgen05_mma(a, b, acc, use_acc=False, mbarriers=[bar])
+    elif HOW == 2:
+        tcgen05_mma(a, b, acc, use_acc=False)
+        tcgen05_commit(bar, descs=[a, b])
+    else:
+        tcgen05_mma(a, b, acc, use_acc=False)
+        tcgen05_commit(bar)
+    mbarrier.wait(bar, 0)
+
+
+def commit_demo_spec(how: int = 0) -> lens.KernelSpec:
+    """The lens spec of ``commit_demo_kernel`` committing the ``how``-th of ``COMMIT_WAYS``, on 4 CTAs."""
+    if how not in range(len(COMMIT_WAYS)):
+        raise ValueError(f"how is 0 to {len(COMMIT_WAYS) - 1} (one of COMMIT_WAYS), got {how!r}")
+    a_bases, b_bases = operand_cga_layouts(COMMIT_ACC_BASES, two_ctas=True)
+    lay = dict(a_layout=nvmma_layout([512, 64], gl.float16, a_bases),
+               b_layout=nvmma_layout([64, 128], gl.float16, b_bases),
+               acc_layout=TensorMemoryLayout(block=(128, 128), col_stride=1,
+                                             cga_layout=[list(x) for x in COMMIT_ACC_BASES], two_ctas=True))
+    return lens.KernelSpec("commit_demo", commit_demo_kernel, {k: "constexpr" for k in [*lay, "HOW"]},
+                           {**lay, "HOW": how}, {"num_warps": 4, "num_ctas": 4}, targets=("sm_100a",),
+                           expect=("tcgen05.commit",))
+
+
+def commit_mask(ptx: str) -> tuple[str, int]:
+    """The PTX line that sets the 16-bit CTA mask of the kernel's one ``tcgen05.commit``, and the mask CTA 0's
+    commit gets (a run-time mask is a constant shifted by the issuing pair's first rank: 0 for CTA 0)."""
+    lines = ptx.splitlines()
+    at = [i for i, ln in enumerate(lines) if "tcgen05.commit" in ln]
+    if len(at) != 1:
+        raise ValueError(f"expected one tcgen05.commit, found {len(at)}")
+
+    def setter(reg):
+        # the last instruction before the commit whose destination (first operand) is reg
+        return next(ln.strip() for ln in reversed(lines[:at[0]]) if re.match(rf"\s*[\w.:]+\s+{re.escape(reg)},", ln))
+    line = setter(lines[at[0]].rsplit(",", 1)[1].strip(" ;"))
+    if line.startswith("shl"):
+        return line, int(setter(line.split(",")[1].strip()).rstrip(";").split(",")[1])
+    return line, int(line.rstrip(";").split(",")[1])
 
 
 def draw_pair(M: int = 256, N: int = 128, K: int = 64):

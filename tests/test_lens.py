@@ -108,3 +108,68 @@ def test_specialise_turns_ones_into_constants_as_a_launch_does():
     assert s.signature["n_div"] == "i32" and "n_div" in s.divisible
     with pytest.raises(KeyError, match="no integer argument"):
         lens.specialise(spec, layout=1)
+
+
+# ------------------------------------------------------------------ reading what a change did (chapters 2 to 5)
+
+PTX = """//
+.visible .entry k()
+{
+\tmov.u32 \t%r1, %cluster_ctarank;
+\tand.b32 \t%r2, %r1, 2;
+\tsetp.eq.b32 \t%p1, %r2, 0;
+\tmov.u32 \t%r3, %tid.x;
+\tsetp.lt.u32 \t%p2, %r3, 4;
+\tand.pred \t%p3, %p1, %p2;
+\tmbarrier.init.shared::cta.b64 [%r4], 4;
+\tmbarrier.init.shared::cta.b64 [%r5], 1;
+$L__BB0_1:
+\tmbarrier.arrive.expect_tx.shared::cta.b64 _, [%r4], 1024;
+\t@%p3 mbarrier.arrive.shared::cluster.b64 _, [%r6];
+\t@%p1 bra \t$L__BB0_1;
+\tret;
+}
+"""
+
+
+def test_init_counts_and_operand_census():
+    assert lens.mbarrier_init_counts(PTX) == [4, 1]
+    c = lens.operand_census(PTX)
+    assert c["mbarrier.init.shared::cta.b64 (count 4)"] == 1 == c["mbarrier.init.shared::cta.b64 (count 1)"]
+    assert c["mbarrier.arrive.expect_tx.shared::cta.b64 (1024 bytes)"] == 1 and c["mov.u32"] == 2
+    changed = PTX.replace("[%r5], 1;", "[%r5], 4;").replace("\tret;", "\tmov.u32 \t%r9, 0;\n\tret;")
+    assert lens.census_changes(PTX, changed) == [["mov.u32", 2, 3, 1], ["mbarrier.init.shared::cta.b64 (count 4)", 1, 2, 1],
+                                                 ["mbarrier.init.shared::cta.b64 (count 1)", 1, 0, -1]]
+    assert lens.census_changes(PTX, PTX) == []
+
+
+def test_predicate_chain_issuing_ctas_and_loop_body():
+    chain = lens.predicate_chain(PTX, "mbarrier.arrive.shared::cluster")
+    assert [no for no, _ in chain] == [4, 5, 6, 7, 8, 9, 14]         # both predicates, back to their registers
+    assert lens.issuing_ctas(chain, 4) == [0, 1]                      # (rank & 2) == 0
+    with pytest.raises(ValueError, match="guarded line"):
+        lens.predicate_chain(PTX, "mbarrier.arrive.shared::cluster", hit=1)
+    with pytest.raises(ValueError, match="does not read %cluster_ctarank"):
+        lens.issuing_ctas([(8, "setp.lt.u32 %p2, %r3, 4;")], 4)
+    body = lens.loop_body(PTX).splitlines()
+    assert body[0] == "$L__BB0_1:" and "bra" in body[-1] and len(body) == 4
+    with pytest.raises(ValueError, match="no loop"):
+        lens.loop_body(PTX.replace("\t@%p1 bra \t$L__BB0_1;\n", ""))
+
+
+def test_with_kernel_keeps_only_the_copys_arguments():
+    from multicta_kernels import multicast as mc
+    spec = mc.tile_stream_spec(num_ctas=4)
+    same = lens.with_kernel(spec, mc.tile_stream_kernel, STAGES=2)
+    assert same.constexprs["STAGES"] == 2 and same.signature == spec.signature and same.name == "tile_stream (your copy)"
+    with pytest.raises(KeyError, match="no argument"):
+        lens.with_kernel(spec, mc.tile_stream_kernel, stages=2)
+
+
+def test_sass_census_reads_what_ptxas_makes():
+    k = catalog.compile("tile_stream", "sm_90a", num_ctas=4, multicast=True, release=0)     # the cluster barrier
+    try:
+        sass = lens.sass_census(k.ptx)
+    except OSError as err:                       # an installation without ptxas or cuobjdump
+        pytest.skip(f"no ptxas or cuobjdump here: {err}")
+    assert sass["UCGABAR_ARV"] >= 1 and sass["MEMBAR.ALL.GPU"] >= 1

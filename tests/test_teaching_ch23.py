@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from multicta_kernels import catalog, cluster, lens, multicast as mc, widgets
+from multicta_kernels import catalog, cluster, lens, multicast as mc, notebook, widgets
 from multicta_kernels.cluster import RELEASE_CLUSTER_BARRIER, RELEASE_GATHER, RELEASE_NONE
 
 ROOT = Path(__file__).resolve().parent.parent
 CH2 = ROOT / "notebooks" / "02-mbarriers.ipynb"
 CH3 = ROOT / "notebooks" / "03-tma-multicast.ipynb"
+CH4 = ROOT / "notebooks" / "04-two-cta-mma.ipynb"
 
 
 def cells(path):
@@ -37,20 +38,7 @@ def call_args(src, name):
     raise AssertionError(f"no call of {name}")
 
 
-# ------------------------------------------------------------------------ helpers of the chapters
-
-def helpers_module(tmp_path, path, extra="", name="helpers"):
-    """The chapter's folded helper cell (plus ``extra`` source) as an importable module, so that
-    ``@gluon.jit`` functions in it have a file that ``inspect`` can read."""
-    _, src = cell_with(path, "def predicate_chain(")
-    text = "import dataclasses\nfrom multicta_kernels import lens\n" + src + "\n\n" + extra
-    f = tmp_path / f"{name}.py"
-    f.write_text(text)
-    spec = importlib.util.spec_from_file_location(name, f)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
+# ------------------------------------------------------------------------ the readers' copies
 
 def reader_copy(path):
     """The reader's copy of the chapter's kernel, as the notebook ships it (between its two markers)."""
@@ -60,17 +48,29 @@ def reader_copy(path):
     return src[start:src.rindex("\n", 0, stop)]
 
 
+def copy_module(tmp_path, path, name, *edits):
+    """The reader's copy with ``edits`` (old, new) applied, as an importable module, so that its
+    ``@gluon.jit`` function has a file that ``inspect`` can read."""
+    src = reader_copy(path)
+    for old, new in edits:
+        assert old in src, old
+        src = src.replace(old, new)
+    f = tmp_path / f"{name}.py"
+    f.write_text(src)
+    spec = importlib.util.spec_from_file_location(name, f)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 @pytest.fixture(scope="module")
 def ch3(tmp_path_factory):
-    return helpers_module(tmp_path_factory.mktemp("ch3"), CH3, reader_copy(CH3) + "\n\n" + ISSUING, "ch3_helpers")
+    return copy_module(tmp_path_factory.mktemp("ch3"), CH3, "ch3_copy")
 
 
 @pytest.fixture(scope="module")
 def ch2(tmp_path_factory):
-    return helpers_module(tmp_path_factory.mktemp("ch2"), CH2, reader_copy(CH2), "ch2_helpers")
-
-
-ISSUING = cell_with(CH3, "def issuing_ctas(")[1].split("\n\n\nrows")[0]
+    return copy_module(tmp_path_factory.mktemp("ch2"), CH2, "ch2_copy")
 
 
 # ------------------------------------------------------------------------------------ widgets
@@ -131,48 +131,40 @@ def test_change_a_count_solution():
     ("hopper_multicast_matmul", dict(num_ctas=2, release=RELEASE_GATHER)),
     ("hopper_multicast_matmul", dict(num_ctas=4, release=RELEASE_CLUSTER_BARRIER)),
 ])
-def test_every_hopper_multicast_load_is_issued_by_cta_0(ch3, name, params):
+def test_every_hopper_multicast_load_is_issued_by_cta_0(name, params):
     ptx = catalog.compile(name, "sm_90a", **params).ptx
     n = params["num_ctas"]
     loads = [ln for _, op, ln in lens.instructions(ptx) if op.startswith("cp.async.bulk.tensor") and "multicast" in op]
     assert loads
     for i in range(len(loads)):
-        assert ch3.issuing_ctas(ch3.predicate_chain(ptx, "multicast::cluster", i), n) == [0]
+        assert lens.issuing_ctas(lens.predicate_chain(ptx, "multicast::cluster", i), n) == [0]
     masks = {int(m) & 0xFFFF for m in re.findall(r"mov\.b16\s+%rs\d+, (-?\d+);", ptx)}    # 16 CTAs: -1
     assert masks == {(1 << n) - 1}                           # to every CTA of the cluster
 
 
-def test_with_several_groups_each_group_leader_issues(ch3):
+def test_with_several_groups_each_group_leader_issues():
     ptx = catalog.compile("blackwell_multicast_mma", "sm_100a").ptx
     b_bases = cluster.operand_cga_layouts(mc.SEED_BLACKWELL["acc_bases"], two_ctas=True)[1]
     leaders = sorted(g[0] for g in mc.receivers(b_bases, 4).values())
-    assert ch3.issuing_ctas(ch3.predicate_chain(ptx, "multicast::cluster"), 4) == leaders == [0, 1]
-
-
-def edited_copy(tmp_path, path, name, *edits):
-    """The reader's copy with ``edits`` (old, new) applied, as a module with the chapter's helpers."""
-    src = reader_copy(path)
-    for old, new in edits:
-        assert old in src, old
-        src = src.replace(old, new)
-    return helpers_module(tmp_path, path, src + "\n\n" + ISSUING, name)
+    assert lens.issuing_ctas(lens.predicate_chain(ptx, "multicast::cluster"), 4) == leaders == [0, 1]
 
 
 @pytest.mark.parametrize("n", [2, 4, 8, 16])
 def test_the_issuing_cta_issues_the_whole_tile(tmp_path, n):
     """The ex-ch3-change solution: with multicast back, one CTA issues two loads of half the tile, whatever
     the cluster size; each CTA expects the whole tile."""
-    mod = edited_copy(tmp_path, CH3, f"ch3_multicast_{n}", ("multicast=False", "multicast=True"))
-    ptx = lens.compile(mod.reader_spec(mc.tile_stream_spec(num_ctas=n), mod.my_tile_stream), "sm_90a").ptx
-    assert mod.issuing_ctas(mod.predicate_chain(ptx, "multicast::cluster"), n) == [0]
-    assert sum("multicast::cluster" in ln for ln in mod.loop_body(ptx).splitlines()) == 2
-    assert {int(b) for b in re.findall(r"expect_tx\S*\s+_, \[%r\d+\], (\d+);", ptx)} == {128 * 128 * 2}
+    mod = copy_module(tmp_path, CH3, f"ch3_multicast_{n}", ("multicast=False", "multicast=True"))
+    ptx = lens.compile(lens.with_kernel(mc.tile_stream_spec(num_ctas=n), mod.my_tile_stream), "sm_90a").ptx
+    assert lens.issuing_ctas(lens.predicate_chain(ptx, "multicast::cluster"), n) == [0]
+    assert sum("multicast::cluster" in ln for ln in lens.loop_body(ptx).splitlines()) == 2
+    assert {int(b) for b in re.findall(r"expect_tx\S*\s+_, \[%r\d+\], (\d+);", ptx)} == {mc.STREAM_TILE_BYTES}
+    assert mc.STREAM_TILE_BYTES == 128 * 128 * 2
 
 
 def test_reader_copy_of_the_stream_changes_what_the_prose_says(ch3):
     spec = mc.tile_stream_spec(num_ctas=4, multicast=True, release=RELEASE_GATHER)
-    diff = {r[0]: r[1:] for r in ch3.census_diff(lens.compile(spec, "sm_90a").ptx,
-                                                 lens.compile(ch3.reader_spec(spec, ch3.my_tile_stream), "sm_90a").ptx)}
+    diff = {r[0]: r[1:] for r in lens.census_changes(lens.compile(spec, "sm_90a").ptx,
+                                                     lens.compile(lens.with_kernel(spec, ch3.my_tile_stream), "sm_90a").ptx)}
     mcast = "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
     own = "cp.async.bulk.tensor.2d.shared::cta.global.mbarrier::complete_tx::bytes"
     assert diff[mcast] == [10, 0, -10] and diff[own] == [0, 10, 10]
@@ -182,31 +174,31 @@ def test_reader_copy_of_the_stream_changes_what_the_prose_says(ch3):
 
 # ---------------------------------------------------------- chapter 3: what a release executes
 
-def test_release_paths_in_ptx_and_sass(ch3):
+def test_release_paths_in_ptx_and_sass():
     ks = {r: lens.compile(mc.tile_stream_spec(num_ctas=4, release=r), "sm_90a")
           for r in (RELEASE_NONE, RELEASE_CLUSTER_BARRIER, RELEASE_GATHER)}
     marks = ["bar.sync", "mbarrier.arrive.shared::cluster", "mbarrier.try_wait", "barrier.cluster.arrive",
              "barrier.cluster.wait"]
-    loop = {r: lens.census(ch3.loop_body(k.ptx), marks) for r, k in ks.items()}
+    loop = {r: lens.census(lens.loop_body(k.ptx), marks) for r, k in ks.items()}
     added = {r: [loop[r][m] - loop[RELEASE_NONE][m] for m in marks] for r in ks}
     assert added[RELEASE_CLUSTER_BARRIER] == [0, 0, 0, 1, 1]
     assert added[RELEASE_GATHER] == [4, 2, 2, 0, 0]
-    sass = {r: ch3.sass_census(k.ptx) for r, k in ks.items()}
+    sass = {r: lens.sass_census(k.ptx) for r, k in ks.items()}
     more = {r: {op: sass[r][op] - sass[RELEASE_NONE][op] for op in ("MEMBAR.ALL.GPU", "MEMBAR.ALL.CTA", "CCTL.IVALL",
                                                                     "UCGABAR_ARV")} for r in ks}
     assert more[RELEASE_CLUSTER_BARRIER] == {"MEMBAR.ALL.GPU": 1, "MEMBAR.ALL.CTA": 1, "CCTL.IVALL": 1,
                                              "UCGABAR_ARV": 1}
     assert more[RELEASE_GATHER] == {"MEMBAR.ALL.GPU": 0, "MEMBAR.ALL.CTA": 0, "CCTL.IVALL": 0, "UCGABAR_ARV": 0}
-    fan_out = ch3.predicate_chain(ks[RELEASE_GATHER].ptx, "mbarrier.arrive.shared::cluster", 1)
+    fan_out = lens.predicate_chain(ks[RELEASE_GATHER].ptx, "mbarrier.arrive.shared::cluster", 1)
     assert any(re.search(r"setp\.lt\.u32\s+%p\d+, %r\d+, 4;", t) for _, t in fan_out)
-    assert ch3.issuing_ctas(fan_out, 4) == [0]
+    assert lens.issuing_ctas(fan_out, 4) == [0]
 
 
 # ------------------------------------------------------------- chapter 2: what a round executes
 
 @pytest.mark.parametrize("n", [2, 16])
-def test_each_measured_round_also_runs_the_init_fence_and_a_relaxed_cluster_barrier(ch2, n):
-    body = {m: ch2.loop_body(catalog.compile("barrier_cost", "sm_90a", num_ctas=n, mode=m).ptx) for m in (1, 2)}
+def test_each_measured_round_also_runs_the_init_fence_and_a_relaxed_cluster_barrier(n):
+    body = {m: lens.loop_body(catalog.compile("barrier_cost", "sm_90a", num_ctas=n, mode=m).ptx) for m in (1, 2)}
     round_ = lens.census(body[1], ["fence.mbarrier_init", "barrier.cluster.arrive.relaxed", "barrier.cluster.wait",
                                    "mbarrier.arrive.shared::cluster", "bar.sync"])
     assert round_ == {"fence.mbarrier_init": 1, "barrier.cluster.arrive.relaxed": 1, "barrier.cluster.wait": 1,
@@ -214,29 +206,33 @@ def test_each_measured_round_also_runs_the_init_fence_and_a_relaxed_cluster_barr
     assert lens.census(body[2], ["barrier.cluster.arrive.aligned", "mbarrier.try_wait"]) == \
         {"barrier.cluster.arrive.aligned": 1, "mbarrier.try_wait": 0}
     ptx = catalog.compile("barrier_cost", "sm_90a", num_ctas=n, mode=1).ptx
-    fan_out = ch2.predicate_chain(ptx, "mbarrier.arrive.shared::cluster", 1)
+    fan_out = lens.predicate_chain(ptx, "mbarrier.arrive.shared::cluster", 1)
     assert any(re.search(rf"setp\.lt\.u32\s+%p\d+, %r\d+, {n};", t) for _, t in fan_out)   # lanes 0 to n-1
 
 
 def test_reader_copy_of_the_exchange_changes_what_the_prose_says(ch2):
     spec = catalog.spec("cluster_exchange", num_ctas=4)
-    yours = lens.compile(ch2.reader_spec(spec, ch2.my_exchange_kernel), "sm_90a")
-    diff = {r[0]: r[1:] for r in ch2.census_diff(lens.compile(spec, "sm_90a").ptx, yours.ptx)}
+    yours = lens.compile(lens.with_kernel(spec, ch2.my_exchange_kernel), "sm_90a")
+    diff = {r[0]: r[1:] for r in lens.census_changes(lens.compile(spec, "sm_90a").ptx, yours.ptx)}
     assert diff["mbarrier.arrive.shared::cluster.b64"] == [2, 1, -1]
     assert diff["mbarrier.arrive.shared::cta.b64"] == [0, 1, 1]
     assert diff["setp.lt.u32"] == [1, 0, -1] and diff["xor.b32"] == [1, 0, -1]
 
 
-def test_census_diff_sees_a_count(ch2, tmp_path):
-    """The exercise *Change a count*: count=2 on a barrier shared by 4 CTAs programs 8."""
-    mod = edited_copy(tmp_path, CH2, "ch2_count", ("from_cta=0b11", "from_cta=0"),
+def test_census_diff_sees_a_count(tmp_path):
+    """The exercise *Change a count*: count=2 on a barrier shared by 4 CTAs programs 8; the chapters' table
+    (``notebook.census_diff``) shows it."""
+    mod = copy_module(tmp_path, CH2, "ch2_count", ("from_cta=0b11", "from_cta=0"),
                       ("mbarrier.init(arrived, count=1)", "mbarrier.init(arrived, count=2)"))
     spec = catalog.spec("cluster_exchange", num_ctas=4)
-    diff = {r[0]: r[1:] for r in ch2.census_diff(lens.compile(spec, "sm_90a").ptx,
-                                                 lens.compile(ch2.reader_spec(spec, mod.my_exchange_kernel),
-                                                              "sm_90a").ptx)}
+    theirs, yours = lens.compile(spec, "sm_90a"), lens.compile(lens.with_kernel(spec, mod.my_exchange_kernel), "sm_90a")
+    diff = {r[0]: r[1:] for r in lens.census_changes(theirs.ptx, yours.ptx)}
     assert diff == {"mbarrier.init.shared::cta.b64 (count 4)": [1, 0, -1],
                     "mbarrier.init.shared::cta.b64 (count 8)": [0, 1, 1]}
+    table = notebook.census_diff(theirs, yours).data
+    assert "mbarrier.init.shared::cta.b64 (count 8)</td><td>0</td><td>1</td><td>1" in table
+    solution = next(src for src, c in cells(CH2) if "{solution} ex-ch2-change" in src)
+    assert "`mbarrier.init.shared::cta.b64 (count 4)` going from 1 to 0 and `(count 8)` from 0\nto 1" in solution
 
 
 # ----------------------------------------------------------------------------------- the text
@@ -267,3 +263,29 @@ def test_plot_cells_are_folded(path):
     for src, c in cells(path):
         if c["cell_type"] == "code" and "plt.show()" in src:
             assert "hide-input" in c["metadata"].get("tags", []), src
+
+
+# ------------------------------------------------------------------ one copy of each helper: the package's
+
+PACKAGE_HELPERS = ["predicate_chain", "loop_body", "issuing_ctas", "sass", "sass_census", "census_diff", "_counted",
+                   "reader_spec", "init_counts", "barrier_count", "code_lines", "commit_demo", "commit_mask"]
+
+
+@pytest.mark.parametrize("path", [CH2, CH3, CH4])
+def test_chapters_use_the_package_helpers_not_copies(path):
+    """The PTX readers live in ``lens``, the census diff in ``notebook``, the commit demo in ``two_cta``: a
+    notebook that defines its own again can drift from what the tests check."""
+    defined = {node.name for src, c in cells(path) if c["cell_type"] == "code"
+               for node in ast.walk(ast.parse(src)) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    assert not defined & set(PACKAGE_HELPERS), defined & set(PACKAGE_HELPERS)
+
+
+@pytest.mark.parametrize("path", [CH2, CH3, CH4])
+def test_change_it_and_see_ends_with_the_census_diff(path):
+    """Every "Change it and see" compiles the reader's copy with the package's spec and ends with the one
+    census diff the book has (``notebook.census_diff``, an mbarrier.init also by its count)."""
+    compiling = [src for src, c in cells(path)
+                 if c["cell_type"] == "code" and "lens.with_kernel(" in src and "lens.compile(" in src]
+    assert len(compiling) == 1, compiling
+    last = ast.parse(compiling[0]).body[-1]
+    assert isinstance(last, ast.Expr) and ast.unparse(last.value.func) == "notebook.census_diff"

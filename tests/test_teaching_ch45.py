@@ -6,26 +6,30 @@ Variants are the package's kernels with a textual edit, written to a module of t
 reads a function's source from its file), so no kernel is retyped here.
 """
 import collections
-import difflib
 import importlib.util
 import inspect
-import itertools
+import json
 import re
 import sys
 import textwrap
 from dataclasses import replace
-from types import SimpleNamespace
+from pathlib import Path
 from unittest import mock
 
 import numpy as np
 import pytest
-from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.language.nvidia.blackwell import (TensorMemoryLayout, allocate_tensor_memory,
-                                                                 tcgen05_commit, tcgen05_mma, tcgen05_mma_barrier_count)
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier
 
-from multicta_kernels import catalog, clc_matmul as cm, cluster, layouts, lens, notebook, tile_order, two_cta
+from multicta_kernels import (barriers, catalog, clc_matmul as cm, cluster, layouts, lens, multicast as mc, notebook,
+                              protocols, tile_order, two_cta)
+from multicta_kernels.barriers import BarrierLayoutModel
+
+NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+
+
+def chapter_cells(notebook_file):
+    return [("".join(c["source"]), c) for c in json.loads((NOTEBOOKS / notebook_file).read_text())["cells"]]
 
 
 def variant(tmp_path, name, *kernels, edits=None, drop=None):
@@ -51,20 +55,13 @@ def variant(tmp_path, name, *kernels, edits=None, drop=None):
 
 
 def init_counts(ptx):
-    return collections.Counter(int(n) for n in re.findall(r"mbarrier\.init\.shared(?:::cta)?\.b64 \[[^\]]+\], (\d+);", ptx))
+    return collections.Counter(lens.mbarrier_init_counts(ptx))
 
 
 # ------------------------------------------------------------------------------------------ chapter 4
 
-def code_lines(kernel):
-    lines = textwrap.dedent(inspect.getsource(kernel.fn)).splitlines()[2:]
-    return [ln.split("#")[0].strip() for ln in lines if ln.split("#")[0].strip()]
-
-
 def test_twins_differ_in_two_lines_of_kernel_code():
-    one, two = code_lines(two_cta.one_cta_mma_kernel), code_lines(two_cta.two_cta_mma_kernel)
-    changed = [(a, b) for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=one, b=two, autojunk=False).get_opcodes()
-               if tag != "equal" for a, b in itertools.zip_longest(one[i1:i2], two[j1:j2], fillvalue="")]
+    changed = notebook.changed_code_lines(two_cta.one_cta_mma_kernel, two_cta.two_cta_mma_kernel)
     assert changed == [("loaded = mbarrier.allocate_mbarrier()", "loaded = mbarrier.allocate_mbarrier(two_ctas=True)"),
                        ("mbarrier.init(done, count=tcgen05_mma_barrier_count([a_smem, b_smem], multicast=False, "
                         "two_ctas=False))",
@@ -81,15 +78,11 @@ def test_host_side_changes_six_layout_values():
     assert one["acc"].block == two["acc"].block                  # each CTA of the pair holds 128 rows
 
 
-def barrier_count(operand_bases, multicast, two_ctas):
-    smems = [SimpleNamespace(layout=SimpleNamespace(cga_layout=[list(b) for b in bases])) for bases in operand_bases]
-    return tcgen05_mma_barrier_count(smems, multicast, two_ctas)
-
-
 @pytest.mark.parametrize("acc_bases, multicast_count", [([(1, 0)], 1), ([(1, 0), (2, 0)], 2), ([(1, 0), (2, 0), (4, 0)], 4)])
 def test_with_two_cta_layouts_only_multicast_changes_the_barrier_count(acc_bases, multicast_count):
     ops = cluster.operand_cga_layouts(acc_bases, two_ctas=True)
-    assert [barrier_count(ops, m, t) for m in (False, True) for t in (False, True)] == [1, 1] + [multicast_count] * 2
+    assert [protocols.commit_count(ops, m, t) for m in (False, True) for t in (False, True)] == \
+        [1, 1] + [multicast_count] * 2
 
 
 def test_per_cta_loaded_barrier_turns_the_pair_loads_into_cta_loads(tmp_path):
@@ -113,49 +106,29 @@ def test_done_count_of_two_changes_only_an_operand(tmp_path):
     yours = lens.compile(replace(two_cta.two_cta_mma_spec(), fn=mod.two_cta_mma_kernel), "sm_100a")
     assert package.census() == yours.census()
     assert init_counts(package.ptx) == {1: 1, 2: 1} and init_counts(yours.ptx) == {2: 2}
-
-
-@gluon.jit
-def commit_demo(a_layout: gl.constexpr, b_layout: gl.constexpr, acc_layout: gl.constexpr, HOW: gl.constexpr):
-    a = gl.allocate_shared_memory(gl.float16, [512, 64], a_layout)
-    b = gl.allocate_shared_memory(gl.float16, [64, 128], b_layout)
-    acc = allocate_tensor_memory(gl.float32, [512, 128], acc_layout)
-    bar = mbarrier.allocate_mbarrier()
-    mbarrier.init(bar, count=1)
-    if HOW == 0:
-        tcgen05_mma(a, b, acc, use_acc=False, multicast=True, mbarriers=[bar])
-    elif HOW == 1:
-        tcgen05_mma(a, b, acc, use_acc=False, mbarriers=[bar])
-    elif HOW == 2:
-        tcgen05_mma(a, b, acc, use_acc=False)
-        tcgen05_commit(bar, descs=[a, b])
-    else:
-        tcgen05_mma(a, b, acc, use_acc=False)
-        tcgen05_commit(bar)
-    mbarrier.wait(bar, 0)
+    # the ex-ch4-change solution: the census diff has just the init rows, one count 1 fewer, one count 2 more
+    assert lens.census_changes(package.ptx, yours.ptx) == [["mbarrier.init.shared::cta.b64 (count 2)", 1, 2, 1],
+                                                           ["mbarrier.init.shared::cta.b64 (count 1)", 1, 0, -1]]
 
 
 def test_commit_descs_multicast_like_the_mma():
     """Chapter 4: tcgen05_commit(descs=...) reaches every CTA sharing the operands, as multicast=True does;
     without either the mask is the issuing pair's, computed at run time."""
-    acc_bases = [(1, 0), (2, 0)]
-    a_bases, b_bases = cluster.operand_cga_layouts(acc_bases, two_ctas=True)
-    lay = dict(a_layout=cluster.nvmma_layout([512, 64], gl.float16, a_bases),
-               b_layout=cluster.nvmma_layout([64, 128], gl.float16, b_bases),
-               acc_layout=TensorMemoryLayout(block=(128, 128), col_stride=1, cga_layout=[list(x) for x in acc_bases],
-                                             two_ctas=True))
-    setters = []
-    for how in range(4):
-        spec = lens.KernelSpec("commit_demo", commit_demo, {k: "constexpr" for k in [*lay, "HOW"]}, {**lay, "HOW": how},
-                               {"num_warps": 4, "num_ctas": 4}, targets=("sm_100a",))
-        ptx = lens.compile(spec, "sm_100a").ptx.splitlines()
-        at = [i for i, ln in enumerate(ptx) if "tcgen05.commit" in ln]
+    setters, masks = [], []
+    for how in range(len(two_cta.COMMIT_WAYS)):
+        ptx = lens.compile(two_cta.commit_demo_spec(how), "sm_100a").ptx
+        lines = ptx.splitlines()
+        at = [i for i, ln in enumerate(lines) if "tcgen05.commit" in ln]
         assert len(at) == 1
-        reg = ptx[at[0]].rsplit(",", 1)[1].strip(" ;")
-        setters.append(next(ln.split()[0] + " " + ln.split(",")[-1].strip(" ;") for ln in reversed(ptx[:at[0]])
+        reg = lines[at[0]].rsplit(",", 1)[1].strip(" ;")
+        setters.append(next(ln.split()[0] + " " + ln.split(",")[-1].strip(" ;") for ln in reversed(lines[:at[0]])
                             if re.match(rf"\s*[\w.:]+\s+{re.escape(reg)},", ln)))
+        masks.append(two_cta.commit_mask(ptx)[1])
     assert setters[0] == setters[2] == "mov.b16 15"
     assert setters[1].startswith("shl.b16") and setters[3].startswith("shl.b16")
+    assert masks == [0b1111, 0b11, 0b1111, 0b11]
+    with pytest.raises(ValueError, match="how is 0 to 3"):
+        two_cta.commit_demo_spec(4)
 
 
 def test_shared_linear_layout_examples():
@@ -166,6 +139,32 @@ def test_shared_linear_layout_examples():
     assert (contiguous.cta == linear.cta).all() and (contiguous.reg == linear.reg).all()
     assert (interleaved.cta == np.arange(8)[:, None] % 2).all()
     assert (interleaved.reg[::2] == interleaved.reg[1::2]).all()     # odd rows sit where even rows sit, in CTA 1
+
+
+def test_count_the_bytes_solution():
+    """ex-ch4-bytes: each CTA expects 24576 bytes on the pair barrier; the pair barrier counts 49152."""
+    ptx = catalog.compile("two_cta_mma", "sm_100a").ptx
+    per_cta = (128 * 64 + 64 * 64) * 2                           # fp16: this CTA's rows of A and columns of B
+    expects = re.findall(r"mbarrier\.arrive\.expect_tx\.shared::(\w+)\.b64 _, \[[^\]]+\], (\d+);", ptx)
+    assert per_cta == 24576 and expects == [("cluster", str(per_cta))]   # each CTA's own bytes, on the leader's
+    pair = BarrierLayoutModel.of(mbarrier.MBarrierLayout.multicta(2, two_cta=True).cga_layout, 2)
+    assert pair.group_size == 2 and pair.expect_bytes(per_cta) == 49152
+    facts = barriers.expect_facts(pair.bases, 2, per_cta, target="sm_100a")
+    assert facts["remote"] and facts["init_count"] * facts["bytes_per_arrival"] == 49152
+    solution = next(src for src, c in chapter_cells("04-two-cta-mma.ipynb") if "{solution} ex-ch4-bytes" in src)
+    assert "(8192 + 4096) × 2 = 24576 bytes" in solution and "49152 bytes complete it" in solution
+
+
+def test_a_wider_pair_solution():
+    """ex-ch4-wide: both kernels reserve 64 KiB; the operands per CTA are 32 KiB in the pair, 48 KiB alone."""
+    two = catalog.compile("two_cta_mma", "sm_100a", N=256)
+    one = lens.compile(two_cta.one_cta_mma_spec(N=256), "sm_100a")
+    assert two.shared_bytes == one.shared_bytes == 65536
+    assert two_cta.intensity(256, 256, 64, True)["smem_bytes_per_cta"] == 32768
+    assert two_cta.intensity(128, 256, 64, False)["smem_bytes_per_cta"] == 49152
+    assert 128 * 256 * 2 == 65536                                # the output staging tile, per CTA in both
+    solution = next(src for src, c in chapter_cells("04-two-cta-mma.ipynb") if "{solution} ex-ch4-wide" in src)
+    assert "# 65536 65536" in solution and "# 32768 49152" in solution
 
 
 # ------------------------------------------------------------------------------------------ chapter 5
@@ -235,16 +234,20 @@ def test_every_piece_the_chapter_renders(obj):
     assert notebook.source(cm.Shared, stop="@gluon.jit").data.startswith("@gluon.aggregate")
 
 
-@pytest.mark.parametrize("notebook_file, kernel, copy", [("04-two-cta-mma.ipynb", two_cta.two_cta_mma_kernel, "my_kernel"),
-                                                        ("05-clc-matmul.ipynb", cm.clc_matmul_kernel, "my_clc_kernel")])
-def test_the_readers_copy_is_the_package_kernel_with_one_change(notebook_file, kernel, copy):
-    """Each chapter's "change it and see" cell holds the package's kernel with exactly one line changed (marked
-    CHANGED): when the package's kernel changes, its copy must follow."""
-    import json
-    from pathlib import Path
-    cells = json.loads((Path(__file__).resolve().parent.parent / "notebooks" / notebook_file).read_text())["cells"]
-    source = next("".join(c["source"]) for c in cells if c["cell_type"] == "code" and f"def {copy}(" in "".join(c["source"]))
-    mine = source[source.index("@gluon.jit"):].splitlines()
+@pytest.mark.parametrize("notebook_file, kernel, copy, changes", [
+    ("02-mbarriers.ipynb", barriers.exchange_kernel, "my_exchange_kernel", 1),
+    ("03-tma-multicast.ipynb", mc.tile_stream_kernel, "my_tile_stream", 2),           # both loads
+    ("04-two-cta-mma.ipynb", two_cta.two_cta_mma_kernel, "my_kernel", 1),
+    ("05-clc-matmul.ipynb", cm.clc_matmul_kernel, "my_clc_kernel", 1)])
+def test_the_readers_copy_is_the_package_kernel_with_one_change(notebook_file, kernel, copy, changes):
+    """Each chapter's "change it and see" cell holds the package's kernel, docstring, comments and timeline scopes
+    included, with one change on ``changes`` lines (each marked CHANGED): when the package's kernel changes, its
+    copy must follow."""
+    source = next(src for src, c in chapter_cells(notebook_file) if c["cell_type"] == "code" and f"def {copy}(" in src)
+    mine = source[source.index("@gluon.jit"):]
+    if "end of your copy" in mine:
+        mine = mine[:mine.rindex("\n", 0, mine.index("end of your copy"))]
+    mine = mine.splitlines()
     theirs = textwrap.dedent(inspect.getsource(kernel.fn)).splitlines()
     assert len(mine) == len(theirs)
     old, new = f"def {kernel.fn.__name__}(", f"def {copy}("
@@ -253,4 +256,4 @@ def test_the_readers_copy_is_the_package_kernel_with_one_change(notebook_file, k
         a = a.replace(old, new) if a.startswith(old) else a
         if a.split() != b.split():
             different.append((a, b))
-    assert len(different) == 1 and "# CHANGED" in different[0][1], different
+    assert len(different) == changes and all("# CHANGED" in b for _, b in different), different
