@@ -72,13 +72,16 @@ class Ring:
     @gluon.jit
     def load(self, s, lin, k):
         """TMA of step k of tile `lin` into stage s: this CTA's A rows, and B multicast to the cluster."""
-        BK: gl.constexpr = self.a_desc.block_shape[1]
         tm, tn = self.tile(lin)
+        self.load_at(s, tm * self.a_desc.block_shape[0], tn * self.b_desc.block_shape[1], k)
+
+    @gluon.jit
+    def load_at(self, s, off_m, off_n, k):
+        """The same, for a tile whose offsets the caller computed once (the producer: once per tile)."""
+        BK: gl.constexpr = self.a_desc.block_shape[1]
         mbarrier.expect(self.ready.index(s), self.a_desc.nbytes_per_cta + self.b_desc.nbytes_per_cta)
-        tma.async_load(self.a_desc, [tm * self.a_desc.block_shape[0], k * BK], self.ready.index(s),
-                       self.a_bufs.index(s))
-        tma.async_load(self.b_desc, [k * BK, tn * self.b_desc.block_shape[1]], self.ready.index(s),
-                       self.b_bufs.index(s), multicast=True)
+        tma.async_load(self.a_desc, [off_m, k * BK], self.ready.index(s), self.a_bufs.index(s))
+        tma.async_load(self.b_desc, [k * BK, off_n], self.ready.index(s), self.b_bufs.index(s), multicast=True)
 
 
 @gluon.jit
@@ -176,16 +179,20 @@ def producer_partition(r):
     k_steps = r.k_steps()
     it = 0
     for lin in range(gl.program_id(0), m_tiles * n_tiles, gl.num_programs(0)):
+        tm, tn = r.tile(lin)                                     # once per tile, not per K step
+        off_m = tm * r.a_desc.block_shape[0]
+        off_n = tn * r.b_desc.block_shape[1]
         for k in range(k_steps):
             s, phase = stage_of(it, r.STAGES)
             if it >= r.STAGES:                                   # the stage was used before: wait for
                 with scope("wait_free", r.INSTRUMENT):           # every CTA of the cluster to free it
                     ph = phase ^ 1                               # (CTA 0 only: the group's leader)
                     mbarrier.wait(r.empty.index(s), ph)
-                    mbarrier.arrive(r.go.index(s), from_cta=0)   # CTA 0 tells every CTA
-                    mbarrier.wait(r.go.index(s), ph)
+                    if gl.num_ctas() > 1:                        # alone, nobody else needs telling
+                        mbarrier.arrive(r.go.index(s), from_cta=0)   # CTA 0 tells every CTA
+                        mbarrier.wait(r.go.index(s), ph)
             with scope("load", r.INSTRUMENT):
-                r.load(s, lin, k)
+                r.load_at(s, off_m, off_n, k)
             it += 1
 
 

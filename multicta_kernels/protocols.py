@@ -1411,8 +1411,9 @@ def hopper_matmul(num_ctas: int = 2, consumers: int = 2, turns: bool = True, rel
                 s, lap = it % stages, it // stages
                 if it >= stages:
                     t.wait(empty[s], lap - 1, parity=(lap & 1) ^ 1)
-                    t.arrive(go[s], lap - 1, from_cta=0)
-                    t.wait(go[s], lap - 1, parity=(lap & 1) ^ 1)
+                    if num_ctas > 1:            # a lone CTA's producer skips the broadcast
+                        t.arrive(go[s], lap - 1, from_cta=0)
+                        t.wait(go[s], lap - 1, parity=(lap & 1) ^ 1)
                 t.expect(ready[s], a_bytes + b_bytes, lap)
                 t.tma_load(ready[s], [("a", s, lap + 1, a_b, a_bytes), ("b", s, lap + 1, b_b, b_bytes)], lap)
                 it += 1

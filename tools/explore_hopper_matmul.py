@@ -1,10 +1,19 @@
 #!/usr/bin/env python3
 """Chapter 6's configuration knobs at short K on a Hopper GPU, against cuBLAS and torch in the same run
-(issue 17: what bounds K = 512). Writes results/<gpu>/hopper_matmul_explore.json with the usual provenance.
+(issue 17: what bounds K = 512), and what cuBLAS runs there.
 
     bash .device/run python3 tools/explore_hopper_matmul.py --out $OUT/hopper_matmul_explore.json
+        times every EXPLORE configuration at 8192 x 8192 x K (K in KS) with cuBLAS and torch.matmul, and
+        names the kernel each of the two baselines launches at every shape (torch's profiler);
+    bash .device/run ncu --clock-control none --kernel-name regex:'matmul_kernel|gemm|nvjet|sm90|cutlass' \\
+        --metrics $(bash .device/run python3 tools/explore_hopper_matmul.py --ncu-metrics) --csv \\
+        python3 tools/explore_hopper_matmul.py --launch 512 > ncu.csv
+    python3 tools/explore_hopper_matmul.py --record-ncu ncu.csv $OUT/hopper_matmul_ncu_k512.json
+        one launch of each PROFILED configuration and of both baselines at 8192 x 8192 x 512, under ncu.
 """
 import argparse
+import csv
+import subprocess
 import sys
 from pathlib import Path
 
@@ -13,32 +22,157 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from multicta_kernels import bench, hopper_matmul as hm  # noqa: E402
 from multicta_kernels.hardware import WGMMA, require_or_exit  # noqa: E402
 
+S4 = dict(stages=4, epilogue_n=64)            # a fourth stage fits only with a sliced epilogue (two 16 KiB buffers)
+BK32 = dict(block_k=32, stages=8, epilogue_n=64)
 EXPLORE = {
     "default (128x256, 3 stages)": {},
-    "tile_width 16": dict(tile_width=16),
     "tile_width 4": dict(tile_width=4),
-    "minor_dim 1": dict(minor_dim=1),
-    "epilogue_n 64, 3 stages": dict(epilogue_n=64),
+    "4 stages, epilogue_n 64": S4,
+    "4 stages, epilogue_n 64, tile_width 4": dict(S4, tile_width=4),
+    "4 stages, epilogue_n 64, tile_width 2": dict(S4, tile_width=2),
+    "block_k 32, 8 stages, epilogue_n 64": BK32,
+    "block_k 32, 8 stages, epilogue_n 64, tile_width 4": dict(BK32, tile_width=4),
+    "block_k 32, 6 stages": dict(block_k=32, stages=6),
+    "128 programs": dict(programs=128),
     "2-CTA": dict(num_ctas=2),
-    "ping-pong 128x128, 5 stages": dict(consumers=2, block_m=128, block_n=128, stages=5),
-    "128x128, 5 stages": dict(block_m=128, block_n=128, stages=5),
+    "2-CTA, 4 stages, epilogue_n 64": dict(S4, num_ctas=2),
+    "2-CTA, 4 stages, epilogue_n 64, tile_width 4": dict(S4, num_ctas=2, tile_width=4),
 }
+KS = (512, 1024, 4096)
+PROFILED = ("default (128x256, 3 stages)", "tile_width 4", "4 stages, epilogue_n 64, tile_width 4",
+            "block_k 32, 8 stages, epilogue_n 64, tile_width 4", "2-CTA, 4 stages, epilogue_n 64, tile_width 4")
+# ncu metrics, by base name (the suffix picks the statistic); those this ncu does not know are left out
+NCU_METRICS = {
+    "gpu__time_duration": ".sum",
+    "sm__throughput": ".avg.pct_of_peak_sustained_elapsed",
+    "sm__pipe_tensor_op_gmma_cycles_active": ".avg.pct_of_peak_sustained_elapsed",
+    "lts__throughput": ".avg.pct_of_peak_sustained_elapsed",
+    "lts__t_sector_hit_rate": ".pct",
+    "lts__t_bytes": ".sum",
+    "dram__throughput": ".avg.pct_of_peak_sustained_elapsed",
+    "dram__bytes_read": ".sum",
+    "dram__bytes_write": ".sum",
+    "launch__grid_size": "",
+    "launch__cluster_dim_x": "",
+    "launch__cluster_dim_y": "",
+    "launch__registers_per_thread": "",
+    "launch__shared_mem_per_block_dynamic": "",
+}
+
+
+def _split(cfg):
+    cfg = dict(cfg)
+    return cfg.pop("programs", None), cfg
+
+
+def _prepare(cfg):
+    programs, cfg = _split(cfg)
+    return lambda a, b, c: hm.prepare(a, b, c, programs=programs, **cfg)
+
+
+def baseline_kernels(shapes) -> dict:
+    """The GPU kernels that cuBLAS (the CublasLt binding) and torch.matmul launch at each shape, by name."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    blas = bench.Cublas()
+    out = {}
+    for M, N, K in shapes:
+        a = torch.randn(M, K, device="cuda", dtype=torch.float16)
+        b = torch.randn(K, N, device="cuda", dtype=torch.float16)
+        b_t, c = b.T.contiguous(), torch.empty(M, N, device="cuda", dtype=torch.float16)
+        names = {}
+        for who, fn in (("cublaslt", lambda: blas.matmul(a, b_t, c)), ("torch", lambda: a @ b)):
+            fn()
+            torch.cuda.synchronize()
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                fn()
+                torch.cuda.synchronize()
+            names[who] = sorted({e.name for e in prof.events() if e.device_type.name == "CUDA"})
+        out[f"{M}x{N}x{K}"] = names
+    return out
+
+
+def explore(out_path) -> None:
+    variants = {n: _prepare(cfg) for n, cfg in EXPLORE.items()}
+    shapes = [(8192, 8192, k) for k in KS]
+    columns, rows = bench.matmul_sweep(variants, shapes, bench.log, "explore")
+    result = {"benchmark": "hopper-matmul-explore", **bench.environment(),
+              "method": {"timer": "triton.testing.do_bench (L2 flushed before each call; CUDA events)",
+                         "statistic": "median", "dtype": "float16", "variants": EXPLORE, "defaults": hm.CONFIG,
+                         "launch": "prepare(): the timer sees launches only",
+                         "baseline_kernels": "torch.profiler: the CUDA kernels one call launches"},
+              "ceilings": {"cublas_fp16_tflops": {f"{r[0]}x{r[1]}x{r[2]}": r[-2] for r in rows}},
+              "baseline_kernels": baseline_kernels(shapes), "columns": columns, "rows": rows}
+    bench.save(result, out_path)
+
+
+def launch(K: int) -> None:
+    """One launch of each PROFILED configuration, then cuBLAS and torch.matmul, at 8192 x 8192 x K (for ncu)."""
+    import torch
+    a = torch.randn(8192, K, device="cuda", dtype=torch.float16)
+    b = torch.randn(K, 8192, device="cuda", dtype=torch.float16)
+    c = torch.empty(8192, 8192, device="cuda", dtype=torch.float16)
+    for name in PROFILED:
+        _prepare(EXPLORE[name])(a, b, c)()
+    bench.Cublas().matmul(a, b.T.contiguous(), c)
+    a @ b
+    torch.cuda.synchronize()
+
+
+def ncu_metrics() -> str:
+    known = subprocess.run(["ncu", "--query-metrics", "--chip", "gh100"], capture_output=True, text=True).stdout
+    names = {line.split()[0] for line in known.splitlines() if line.strip()}
+    return ",".join(base + suffix for base, suffix in NCU_METRICS.items() if base in names)
+
+
+def record_ncu(csv_path, out_path, K: int = 512) -> dict:
+    lines = [ln for ln in open(csv_path) if ln.startswith('"')]
+    rows = list(csv.reader(lines))
+    head, data = rows[0], rows[1:]
+    col = {h: head.index(h) for h in ("ID", "Kernel Name", "Metric Name", "Metric Value")}
+    kernels: dict = {}
+    for r in data:
+        k = kernels.setdefault(int(r[col["ID"]]), {"kernel": r[col["Kernel Name"]]})
+        try:
+            k[r[col["Metric Name"]]] = float(r[col["Metric Value"]].replace(",", ""))
+        except ValueError:
+            k[r[col["Metric Name"]]] = r[col["Metric Value"]]
+    names = list(PROFILED) + ["cuBLAS (CublasLt)", "torch.matmul"]
+    if len(kernels) != len(names):
+        raise ValueError(f"expected {len(names)} profiled kernels ({', '.join(names)}), found {len(kernels)}")
+    metrics = sorted({m for k in kernels.values() for m in k if m != "kernel"})
+    table = [[n, k["kernel"][:80]] + [k.get(m) for m in metrics] for n, (_, k) in zip(names, sorted(kernels.items()))]
+    result = {"benchmark": "hopper-matmul-ncu", **bench.environment(),
+              "command": "ncu --clock-control none --metrics <NCU_METRICS> --csv "
+                         f"python3 tools/explore_hopper_matmul.py --launch {K}",
+              "method": {"timer": "ncu gpu__time_duration (profiled, --clock-control none)", "shape": [8192, 8192, K],
+                         "dtype": "float16", "launches": "one of each; ncu replays it once per metric pass",
+                         "configurations": {n: EXPLORE[n] for n in PROFILED}},
+              "ceilings": {}, "columns": ["variant", "kernel"] + metrics, "rows": table}
+    bench.save(result, out_path)
+    return result
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--out", help="time EXPLORE at every K, and name the baselines' kernels: a result JSON out")
+    ap.add_argument("--launch", type=int, metavar="K", help="one launch of each PROFILED configuration (for ncu)")
+    ap.add_argument("--ncu-metrics", action="store_true", help="print the metric list for ncu --metrics")
+    ap.add_argument("--record-ncu", nargs=2, metavar=("CSV", "OUT"), help="ncu's CSV in, a result JSON out")
     args = ap.parse_args(argv)
+    if args.ncu_metrics:
+        print(ncu_metrics())
+        return
+    if args.record_ncu:
+        record_ncu(*args.record_ncu)
+        return
+    if not (args.out or args.launch):
+        ap.error("give --out, --launch, --ncu-metrics or --record-ncu")
     require_or_exit("explore_hopper_matmul", WGMMA)
-    variants = {n: (lambda a, b, c, cfg=cfg: hm.prepare(a, b, c, **cfg)) for n, cfg in EXPLORE.items()}
-    columns, rows = bench.matmul_sweep(variants, [(8192, 8192, 512), (8192, 8192, 1024)], bench.log, "explore")
-    result = {"benchmark": "hopper-matmul-explore", **bench.environment(),
-              "method": {"timer": "triton.testing.do_bench (L2 flushed before each call; CUDA events)",
-                         "statistic": "median", "dtype": "float16", "variants": EXPLORE,
-                         "launch": "prepare(): the timer sees launches only"},
-              "ceilings": {"cublas_fp16_tflops": {f"{r[0]}x{r[1]}x{r[2]}": r[-2] for r in rows}},
-              "columns": columns, "rows": rows}
-    bench.save(result, args.out)
+    if args.launch:
+        launch(args.launch)
+    if args.out:
+        explore(args.out)
 
 
 if __name__ == "__main__":
