@@ -3,17 +3,12 @@ from, the claims of their comparison with the upstream tutorial that concern thi
 each "change it and see" variant does to the PTX.
 
 Variants are the package's kernels with a textual edit, written to a module of their own (``gluon.jit``
-reads a function's source from its file), so no kernel is retyped here.
+reads a function's source from its file; notebooks.variant), so no kernel is retyped here.
 """
-import collections
-import importlib.util
 import inspect
-import json
 import re
-import sys
 import textwrap
 from dataclasses import replace
-from pathlib import Path
 from unittest import mock
 
 import numpy as np
@@ -24,38 +19,7 @@ from triton.experimental.gluon.language.nvidia.hopper import mbarrier
 from multicta_kernels import (barriers, catalog, clc_matmul as cm, cluster, layouts, lens, multicast as mc, notebook,
                               protocols, tile_order, two_cta)
 from multicta_kernels.barriers import BarrierLayoutModel
-
-NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
-
-
-def chapter_cells(notebook_file):
-    return [("".join(c["source"]), c) for c in json.loads((NOTEBOOKS / notebook_file).read_text())["cells"]]
-
-
-def variant(tmp_path, name, *kernels, edits=None, drop=None):
-    """The source of package ``kernels`` with ``edits`` (old -> new, each applying exactly once) and without
-    the lines whose code is ``drop``, in a new module that star-imports the kernels' own module."""
-    module = inspect.getmodule(kernels[0].fn)
-    parts = [f"from {module.__name__} import *", "from triton.experimental import gluon"]
-    src = "\n\n\n".join(parts + [textwrap.dedent(inspect.getsource(k.fn)) for k in kernels])
-    for old, new in (edits or {}).items():
-        assert src.count(old) == 1, f"edit {old!r} applies {src.count(old)} times"
-        src = src.replace(old, new)
-    if drop:
-        lines = src.splitlines()
-        src = "\n".join(ln for ln in lines if ln.split("#")[0].strip() != drop)
-        assert len(src.splitlines()) < len(lines), f"no line {drop!r}"
-    path = tmp_path / f"{name}.py"
-    path.write_text(src)
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def init_counts(ptx):
-    return collections.Counter(lens.mbarrier_init_counts(ptx))
+from notebooks import chapter_cells, code_cell_with, init_counts, variant
 
 
 # ------------------------------------------------------------------------------------------ chapter 4
@@ -202,7 +166,6 @@ def test_reader_count_one_too_many_compiles_to_the_same_instructions(tmp_path):
 
 @pytest.mark.parametrize("delta, kind", [(1, "deadlock"), (-1, "phase overrun")])
 def test_protocol_checker_finds_a_wrong_reader_count(delta, kind):
-    protocols = pytest.importorskip("multicta_kernels.protocols")
     with mock.patch.object(cm, "CLC_READERS", gl.constexpr(cm.CLC_READERS.value + delta)):
         model = protocols.clc_matmul(slots_only=True, tiles=3)
     assert protocols.check(model).kind == kind
@@ -243,7 +206,7 @@ def test_the_readers_copy_is_the_package_kernel_with_one_change(notebook_file, k
     """Each chapter's "change it and see" cell holds the package's kernel, docstring, comments and timeline scopes
     included, with one change on ``changes`` lines (each marked CHANGED): when the package's kernel changes, its
     copy must follow."""
-    source = next(src for src, c in chapter_cells(notebook_file) if c["cell_type"] == "code" and f"def {copy}(" in src)
+    source = code_cell_with(notebook_file, f"def {copy}(")
     mine = source[source.index("@gluon.jit"):]
     if "end of your copy" in mine:
         mine = mine[:mine.rindex("\n", 0, mine.index("end of your copy"))]

@@ -3,13 +3,8 @@ upstream tutorial's, the "change it and see" variants of chapter 5's kernel, and
 compile to nothing when they are off.
 
 Variants are the package's kernels with a textual edit, written to a module of their own (``gluon.jit`` reads a
-function's source from its file), so no kernel is retyped here.
+function's source from its file; notebooks.variant), so no kernel is retyped here.
 """
-import collections
-import importlib.util
-import inspect
-import sys
-import textwrap
 import types
 from dataclasses import replace
 from unittest import mock
@@ -18,28 +13,7 @@ import pytest
 from triton.experimental.gluon import language as gl
 
 from multicta_kernels import catalog, clc_matmul as cm, hopper_matmul as hm, lens, protocols, tile_order, timeline
-
-
-def variant(tmp_path, name, *kernels, edits):
-    """The source of package ``kernels`` with ``edits`` (old -> new, each applying exactly once), in a new module
-    that star-imports the kernels' own module."""
-    module = inspect.getmodule(kernels[0].fn)
-    parts = [f"from {module.__name__} import *", "from triton.experimental import gluon"]
-    src = "\n\n\n".join(parts + [textwrap.dedent(inspect.getsource(k.fn)) for k in kernels])
-    for old, new in edits.items():
-        assert src.count(old) == 1, f"edit {old!r} applies {src.count(old)} times"
-        src = src.replace(old, new)
-    path = tmp_path / f"{name}.py"
-    path.write_text(src)
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def init_counts(ptx):
-    return collections.Counter(protocols.ptx_census(ptx)["init_counts"])
+from notebooks import init_counts, variant
 
 
 # ------------------------------------------------------------------------------------------ chapter 5
