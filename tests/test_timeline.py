@@ -262,10 +262,10 @@ def test_save_and_load_a_result(tmp_path):
 
 
 def test_record_needs_a_gpu():
-    from multicta_kernels.hardware import device
+    from multicta_kernels.hardware import UnsupportedHardwareError, device
     if device().capability is not None:
         pytest.skip("a GPU is here")
-    with pytest.raises(Exception, match="needs"):
+    with pytest.raises(UnsupportedHardwareError, match="timeline.record .* needs thread-block clusters"):
         tl.record(lambda: None)
 
 
