@@ -420,7 +420,8 @@ def benchmark(quick: bool = False, log=print) -> dict:
     ks = [512, 4096] if quick else [512, 1024, 2048, 4096, 8192, 16384]
     columns, rows = bench.matmul_sweep(variants, [(8192, 8192, k) for k in ks], log, "clc-matmul")
     config = {k: (list(v) if isinstance(v, tuple) else v) for k, v in CONFIG.items()}
-    return {"method": {"timer": "do_bench", "statistic": "median", "dtype": "float16", "M": 8192, "N": 8192,
+    return {"method": {"timer": "do_bench", "statistic": f"median; best of {bench.SWEEP_PASSES} passes",
+                       "passes": bench.SWEEP_METHOD, "dtype": "float16", "M": 8192, "N": 8192,
                        "config": config,
                        "launch": "prepare(): validated and descriptors built once; the timer sees Triton's JIT launch",
                        "variants": {n: {k: [list(b) for b in v] for k, v in cfg.items()} for n, cfg in VARIANTS.items()}},

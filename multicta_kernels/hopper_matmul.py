@@ -25,7 +25,7 @@ import multicta_kernels  # noqa: F401
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia import hopper
-from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma
+from triton.experimental.gluon.language.nvidia.hopper import CachePolicy, FractionalEvictionPolicy, mbarrier, tma
 
 from . import lens
 from .cluster import (RELEASE_GATHER, RELEASE_NONE, group_barrier_layout, matmul_spec, max_clusters, nvmma_layout,
@@ -53,6 +53,7 @@ class Ring:
     MINOR_DIM: gl.constexpr
     TILE_WIDTH: gl.constexpr
     INSTRUMENT: gl.constexpr                # timeline scopes (no code unless proton records)
+    LOAD_POLICY: gl.constexpr               # L2 eviction hint of the A and B loads (None: no hint)
 
     @gluon.jit
     def tiles(self):
@@ -80,13 +81,16 @@ class Ring:
         """The same, for a tile whose offsets the caller computed once (the producer: once per tile)."""
         BK: gl.constexpr = self.a_desc.block_shape[1]
         mbarrier.expect(self.ready.index(s), self.a_desc.nbytes_per_cta + self.b_desc.nbytes_per_cta)
-        tma.async_load(self.a_desc, [off_m, k * BK], self.ready.index(s), self.a_bufs.index(s))
-        tma.async_load(self.b_desc, [k * BK, off_n], self.ready.index(s), self.b_bufs.index(s), multicast=True)
+        tma.async_load(self.a_desc, [off_m, k * BK], self.ready.index(s), self.a_bufs.index(s),
+                       cache_policy=self.LOAD_POLICY)
+        tma.async_load(self.b_desc, [k * BK, off_n], self.ready.index(s), self.b_bufs.index(s), multicast=True,
+                       cache_policy=self.LOAD_POLICY)
 
 
 @gluon.jit
 def _ring(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr, RELEASE: gl.constexpr, MINOR_DIM: gl.constexpr,
-          TILE_WIDTH: gl.constexpr, group_all: gl.constexpr, INSTRUMENT: gl.constexpr = False):
+          TILE_WIDTH: gl.constexpr, group_all: gl.constexpr, INSTRUMENT: gl.constexpr = False,
+          LOAD_POLICY: gl.constexpr = None):
     """Allocate the ring's buffers and initialise its barriers (RELEASE: chapter 3's modes)."""
     a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_shape, a_desc.layout)
     b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_shape, b_desc.layout)
@@ -94,7 +98,7 @@ def _ring(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr, RELEASE: gl.con
     # A launch turns a size equal to 1 into a constant (M = 1 is a decode-shaped GEMM); the ring's
     # fields are tensors, so make it one again.
     return Ring(a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, empty, go, gl.to_tensor(M), gl.to_tensor(N),
-                gl.to_tensor(K), STAGES, MINOR_DIM, TILE_WIDTH, INSTRUMENT)
+                gl.to_tensor(K), STAGES, MINOR_DIM, TILE_WIDTH, INSTRUMENT, LOAD_POLICY)
 
 
 @gluon.jit
@@ -108,7 +112,8 @@ def _halves(parts):
 
 
 @gluon.jit
-def store_tile(c_desc, c_smem, acc, off_m, off_n, SPLIT: gl.constexpr, FIRST: gl.constexpr):
+def store_tile(c_desc, c_smem, acc, off_m, off_n, SPLIT: gl.constexpr, FIRST: gl.constexpr,
+               POLICY: gl.constexpr = None):
     """Epilogue: the accumulator goes out in SPLIT column slices, each through shared memory and a
     TMA store. With SPLIT > 1 two staging buffers (c_smem[FIRST], c_smem[FIRST + 1]) alternate, so a
     slice is written while the previous one is still being stored, and staging costs two slices
@@ -122,7 +127,7 @@ def store_tile(c_desc, c_smem, acc, off_m, off_n, SPLIT: gl.constexpr, FIRST: gl
         tma.store_wait(0 if SPLIT == 1 else 1)       # the store that last read `buf` is done
         buf.store(parts[i])
         hopper.fence_async_shared()
-        tma.async_store(c_desc, [off_m, off_n + i * EPI_N], buf)
+        tma.async_store(c_desc, [off_m, off_n + i * EPI_N], buf, cache_policy=POLICY)
 
 
 @gluon.jit
@@ -138,8 +143,9 @@ def _staging(c_desc, SPLIT: gl.constexpr, CONSUMERS: gl.constexpr):
 @gluon.jit
 def pipelined_matmul_kernel(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr, MINOR_DIM: gl.constexpr,
                             TILE_WIDTH: gl.constexpr, SPLIT: gl.constexpr, RELEASE: gl.constexpr,
-                            acc_layout: gl.constexpr, group_all: gl.constexpr):
-    r = _ring(a_desc, b_desc, c_desc, M, N, K, STAGES, RELEASE, MINOR_DIM, TILE_WIDTH, group_all)
+                            acc_layout: gl.constexpr, group_all: gl.constexpr, LOAD_POLICY: gl.constexpr = None,
+                            STORE_POLICY: gl.constexpr = None):
+    r = _ring(a_desc, b_desc, c_desc, M, N, K, STAGES, RELEASE, MINOR_DIM, TILE_WIDTH, group_all, False, LOAD_POLICY)
     c_smem = _staging(c_desc, SPLIT, 1)
     TM: gl.constexpr = a_desc.block_shape[0]
     TN: gl.constexpr = b_desc.block_shape[1]
@@ -167,7 +173,7 @@ def pipelined_matmul_kernel(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexp
         if kk == k_steps - 1:
             acc = hopper.warpgroup_mma_wait(0, deps=[acc])
             tm, tn = r.tile(first + (t // k_steps) * stride)
-            store_tile(c_desc, c_smem, acc, tm * TM, tn * TN, SPLIT, 0)
+            store_tile(c_desc, c_smem, acc, tm * TM, tn * TN, SPLIT, 0, STORE_POLICY)
     tma.store_wait(0)
 
 
@@ -198,7 +204,7 @@ def producer_partition(r):
 
 @gluon.jit
 def consumer_partition(r, c_smem, turn, acc_layout: gl.constexpr, WHICH: gl.constexpr, CONSUMERS: gl.constexpr,
-                       SPLIT: gl.constexpr):
+                       SPLIT: gl.constexpr, STORE_POLICY: gl.constexpr):
     """Consumer WHICH takes every CONSUMERS-th tile of this cluster's sequence. With two consumers
     they take turns: one may start waiting on a tile's stages only once the other has waited on all
     of its own. That keeps the tensor cores with one consumer at a time (the other drains its
@@ -237,26 +243,28 @@ def consumer_partition(r, c_smem, turn, acc_layout: gl.constexpr, WHICH: gl.cons
             acc = hopper.warpgroup_mma_wait(0, deps=[acc])
             mbarrier.arrive(r.empty.index((it - 1) % r.STAGES))
             tm, tn = r.tile(lin)
-            store_tile(r.c_desc, c_smem, acc, tm * TM, tn * TN, SPLIT, WHICH * (2 if SPLIT > 1 else 1))
+            store_tile(r.c_desc, c_smem, acc, tm * TM, tn * TN, SPLIT, WHICH * (2 if SPLIT > 1 else 1), STORE_POLICY)
     tma.store_wait(0)
 
 
 @gluon.jit
 def hopper_matmul_kernel(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr, MINOR_DIM: gl.constexpr,
                          TILE_WIDTH: gl.constexpr, SPLIT: gl.constexpr, CONSUMERS: gl.constexpr,
-                         acc_layout: gl.constexpr, group_all: gl.constexpr, INSTRUMENT: gl.constexpr = False):
-    r = _ring(a_desc, b_desc, c_desc, M, N, K, STAGES, 1, MINOR_DIM, TILE_WIDTH, group_all, INSTRUMENT)  # inits
+                         acc_layout: gl.constexpr, group_all: gl.constexpr, INSTRUMENT: gl.constexpr = False,
+                         LOAD_POLICY: gl.constexpr = None, STORE_POLICY: gl.constexpr = None):
+    r = _ring(a_desc, b_desc, c_desc, M, N, K, STAGES, 1, MINOR_DIM, TILE_WIDTH, group_all, INSTRUMENT,  # inits
+              LOAD_POLICY)
     c_smem = _staging(c_desc, SPLIT, CONSUMERS)                                               # warp_specialize
     if CONSUMERS == 1:
-        gl.warp_specialize([(consumer_partition, (r, c_smem, r.ready, acc_layout, 0, 1, SPLIT)),
+        gl.warp_specialize([(consumer_partition, (r, c_smem, r.ready, acc_layout, 0, 1, SPLIT, STORE_POLICY)),
                             (producer_partition, (r,))], [1], [40])
     else:      # ping-pong: the producer takes the default warps, each consumer an aligned warpgroup
         turn = mbarrier.allocate_mbarrier(batch=2)               # turn[c]: consumer c may start a tile
         for c in gl.static_range(2):
             mbarrier.init(turn.index(c), count=1)
         gl.warp_specialize([(producer_partition, (r,)),
-                            (consumer_partition, (r, c_smem, turn, acc_layout, 0, 2, SPLIT)),
-                            (consumer_partition, (r, c_smem, turn, acc_layout, 1, 2, SPLIT))], [4, 4], [232, 232])
+                            (consumer_partition, (r, c_smem, turn, acc_layout, 0, 2, SPLIT, STORE_POLICY)),
+                            (consumer_partition, (r, c_smem, turn, acc_layout, 1, 2, SPLIT, STORE_POLICY))], [4, 4], [232, 232])
 
 
 # ------------------------------------------------------------------------------------------ host
@@ -265,7 +273,11 @@ def hopper_matmul_kernel(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr, 
 # chapter 6 counts them): one CTA per cluster. num_ctas=2 or 4 multicasts B; without warp specialisation it cuts L2
 # traffic, and it was faster than one CTA only at a few shapes, none of them in both recorded runs.
 CONFIG = dict(block_m=128, block_n=256, block_k=64, stages=3, num_ctas=1, minor_dim=0, tile_width=8,
-              epilogue_n=None, consumers=1, warp_specialize=True, persistent=True, instrument=False)
+              epilogue_n=None, consumers=1, warp_specialize=True, persistent=True, l2_hints=False, instrument=False)
+# L2 eviction hints (l2_hints=True): A and B are read again by other tiles, so their loads are marked evict_last;
+# each C tile is written once, so its stores are marked evict_first and do not push A and B out of L2.
+EVICT_LAST = CachePolicy(l2=FractionalEvictionPolicy("evict_last", 1.0))
+EVICT_FIRST = CachePolicy(l2=FractionalEvictionPolicy("evict_first", 1.0))
 
 
 @dataclass(frozen=True)
@@ -283,6 +295,7 @@ class HopperPlan:
     consumers: int
     warp_specialize: bool
     persistent: bool
+    l2_hints: bool = False          # evict_last on the A and B loads, evict_first on the C stores
     instrument: bool = False        # timeline scopes compiled in (warp-specialised kernel)
 
     @property
@@ -327,14 +340,15 @@ class HopperPlan:
                                         instr_shape=[16, self.block_n, 16],
                                         cga_layout=[list(b) for b in self._bases()[0]])
         meta = dict(STAGES=self.stages, MINOR_DIM=self.minor_dim, TILE_WIDTH=self.tile_width, SPLIT=self.split,
-                    acc_layout=acc, group_all=group_barrier_layout(self.num_ctas))
+                    acc_layout=acc, group_all=group_barrier_layout(self.num_ctas),
+                    LOAD_POLICY=EVICT_LAST if self.l2_hints else None, STORE_POLICY=EVICT_FIRST if self.l2_hints else None)
         if self.warp_specialize:
             return dict(meta, CONSUMERS=self.consumers, INSTRUMENT=self.instrument)
         return dict(meta, RELEASE=RELEASE_GATHER if self.num_ctas > 1 else RELEASE_NONE)
 
 
 def plan(M, N, K, dtype, block_m, block_n, block_k, stages, num_ctas, minor_dim, tile_width, epilogue_n,
-         consumers, warp_specialize, persistent, instrument=False) -> HopperPlan:
+         consumers, warp_specialize, persistent, l2_hints=False, instrument=False) -> HopperPlan:
     """Validate a configuration for an (M, N, K) problem; raises ValueError naming what to change."""
     if not isinstance(num_ctas, int) or num_ctas not in (1, 2, 4):
         raise ValueError(f"num_ctas must be 1, 2 or 4 (CTAs stacked along M sharing B), got {num_ctas!r}")
@@ -354,8 +368,10 @@ def plan(M, N, K, dtype, block_m, block_n, block_k, stages, num_ctas, minor_dim,
         raise ValueError(f"K and N must be positive multiples of 8 (16-byte aligned rows for TMA), got K={K}, N={N}")
     if minor_dim not in (0, 1) or tile_width < 1:
         raise ValueError("minor_dim must be 0 or 1 and tile_width at least 1")
+    if not isinstance(l2_hints, bool):
+        raise ValueError(f"l2_hints must be True or False, got {l2_hints!r}")
     p = HopperPlan(dtype, block_m, block_n, block_k, stages, num_ctas, minor_dim, tile_width, epilogue_n, consumers,
-                   warp_specialize, persistent, instrument)
+                   warp_specialize, persistent, l2_hints, instrument)
     if stages < 2 or p.smem_bytes > SMEM_PER_CTA:
         raise ValueError(f"{stages} stages need {p.smem_bytes // 1024} KiB of shared memory per CTA (at most "
                          f"{SMEM_PER_CTA // 1024} KiB, at least 2 stages): use fewer stages, a smaller "
@@ -363,13 +379,28 @@ def plan(M, N, K, dtype, block_m, block_n, block_k, stages, num_ctas, minor_dim,
     return p
 
 
+# With no options, the wrapper picks by K (pick_config). At short K a tile is only a few K steps and its epilogue
+# (the C store above all) is a large share of it: measured by copies of the kernel without the epilogue
+# (tools/explore_hopper_matmul.py --diagnose). There two consumers take turns (ping-pong, 128 x 128 each), so one
+# stores while the other multiplies, and the L2 hints keep A and B cached while C streams out.
+SHORT_K = 512
+SHORT_K_CONFIG = dict(num_ctas=1, consumers=2, block_m=128, block_n=128, stages=5, l2_hints=True)
+
+
+def pick_config(K: int) -> dict:
+    """The options ``hopper_matmul(a, b)`` uses when given none: SHORT_K_CONFIG up to K = SHORT_K, else CONFIG."""
+    return dict(SHORT_K_CONFIG) if K <= SHORT_K else {}
+
+
 def prepare(a, b, out=None, *, programs: int | None = None, **config):
     """Validate once, build the TMA descriptors once, compile, size the grid, and return ``launch()``,
     which only launches (what a benchmark should time: the timer then sees the GPU, not the Python front).
-    ``launch.grid`` is the number of clusters. Options: see CONFIG and
-    ``hopper_matmul``."""
+    ``launch.grid`` is the number of clusters. Options: see CONFIG and ``hopper_matmul``; with none,
+    ``pick_config(K)`` chooses."""
     if programs is not None and (not isinstance(programs, int) or isinstance(programs, bool) or programs < 1):
         raise ValueError(f"programs must be a positive int, got {programs!r}")
+    if not config and getattr(b, "ndim", 0) == 2:      # anything else: prepare_matmul says what is wrong
+        config = pick_config(b.shape[0])
     call = prepare_matmul(a, b, out, config, CONFIG, plan, WGMMA, "hopper_matmul")
     p = call.plan
     tiles = math.ceil(call.M / p.tile_m) * math.ceil(call.N / p.block_n)
@@ -393,7 +424,8 @@ def hopper_matmul(a, b, out=None, *, programs: int | None = None, **config):
     """C = A @ B (fp16 or bf16 in and out, fp32 accumulation) on Hopper. Options (see CONFIG):
     block_m/block_n/block_k (per-CTA tile), stages, num_ctas (CTAs per cluster sharing B by multicast),
     minor_dim/tile_width (planar-snake order), epilogue_n (store slice width), consumers (2 = ping-pong),
-    warp_specialize, persistent (as many clusters as fit on the GPU at once, or one per tile).
+    warp_specialize, persistent (as many clusters as fit on the GPU at once, or one per tile), l2_hints
+    (evict_last on A and B, evict_first on C). With no options, ``pick_config(K)`` chooses.
     ``programs`` overrides the number of clusters launched."""
     return prepare(a, b, out, programs=programs, **config)()
 
@@ -431,6 +463,9 @@ ABLATION = {
     "+ 2-CTA multicast": dict(warp_specialize=False, persistent=True, num_ctas=2),
     "+ 4-CTA multicast": dict(warp_specialize=False, persistent=True, num_ctas=4),
     "+ warp specialised": dict(warp_specialize=True, persistent=True, num_ctas=2),
+    "+ L2 hints": dict(warp_specialize=True, persistent=True, num_ctas=2, l2_hints=True),
+    "+ ping-pong 128 x 128": dict(warp_specialize=True, persistent=True, num_ctas=2, l2_hints=True, consumers=2,
+                                  block_m=128, block_n=128, stages=5),
 }
 
 
@@ -484,13 +519,14 @@ def mma_peak_tflops(iters: int = 20000, block_m: int = 128, block_n: int = 256) 
 # ---------------------------------------------------------------------------------- the benchmark
 
 VARIANTS = {            # the configurations the benchmark sweeps (a small, honest config table)
+    "picked by K": {},                                  # no options: pick_config(K) chooses one of the two below
     "1-CTA": dict(num_ctas=1),
     "2-CTA": dict(num_ctas=2),
     "4-CTA": dict(num_ctas=4),
+    "1-CTA, L2 hints": dict(num_ctas=1, l2_hints=True),
     "ping-pong": dict(num_ctas=1, consumers=2, block_m=64, stages=4),
-    "ping-pong 2-CTA": dict(num_ctas=2, consumers=2, block_m=64, stages=4),
     "ping-pong 128x128": dict(num_ctas=1, consumers=2, block_m=128, block_n=128, stages=5),
-    "ping-pong 128x128 2-CTA": dict(num_ctas=2, consumers=2, block_m=128, block_n=128, stages=5),
+    "ping-pong 128x128, L2 hints": SHORT_K_CONFIG,
 }
 # (M, N, K) of real layers: Llama-3-8B (hidden 4096, MLP 14336; fused QKV 6144) and -70B (hidden 8192)
 MODEL_SHAPES = [(m, n, k) for m in (4096, 16384) for n, k in ((6144, 4096), (14336, 4096), (4096, 14336),
@@ -518,14 +554,16 @@ def benchmark(quick: bool = False, log=print) -> dict:
     tables = {}
     for key, variants, shapes, dtype in (
             ("ablation", _variants(ABLATION, ABLATION), [(8192, 8192, 512), (8192, 8192, 4096)], "float16"),
-            ("models", _variants(names[:2], VARIANTS), MODEL_SHAPES[:2] if quick else MODEL_SHAPES, "float16"),
-            ("bf16", _variants(names[:2], VARIANTS), [(8192, 8192, k) for k in (1024, 8192)], "bfloat16")):
+            ("models", _variants(names[:3], VARIANTS), MODEL_SHAPES[:2] if quick else MODEL_SHAPES, "float16"),
+            ("bf16", _variants(names[:3], VARIANTS), [(8192, 8192, k) for k in (512, 1024, 8192)], "bfloat16")):
         c, r = bench.matmul_sweep(variants, shapes, log, f"hopper-matmul {key}", dtype)
         tables[key] = {"columns": c, "rows": r}
     return {"method": {"timer": "triton.testing.do_bench (L2 flushed before each call; CUDA events)",
-                       "statistic": "median", "dtype": "float16 in and out, fp32 accumulation",
+                       "statistic": f"median of each timing; best of {bench.SWEEP_PASSES} passes",
+                       "passes": bench.SWEEP_METHOD, "dtype": "float16 in and out, fp32 accumulation",
                        "launch": "prepare(): validated, compiled and descriptors built once; the timer sees launches",
                        "variants": {n: VARIANTS[n] for n in names}, "skipped": skip, "defaults": CONFIG,
+                       "picked by K": {"short_k": SHORT_K, "short_k_config": SHORT_K_CONFIG},
                        "ablation": ABLATION},
             "ceilings": {"wgmma_fp16_tflops": round(peak, 1),
                          "cublas_fp16_tflops": {f"{r[0]}x{r[1]}x{r[2]}": r[-2] for r in rows}},

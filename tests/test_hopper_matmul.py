@@ -169,3 +169,22 @@ def test_record_l2_turns_ncu_csv_into_a_result(tmp_path):
     path.write_text(path.read_text().rsplit("\n", 5)[0] + "\n")              # a kernel missing: refused
     with pytest.raises(ValueError, match="expected"):
         hm.record_l2(path, tmp_path / "l2b.json", env)
+
+
+def test_l2_hints_put_a_cache_policy_on_every_tma_instruction():
+    """l2_hints=True: evict_last on the A and B loads, evict_first on the C stores; without it, no policy at all."""
+    hinted = lens.compile(hm.hopper_matmul_spec(l2_hints=True), "sm_90a").census()
+    plain = lens.compile(hm.hopper_matmul_spec(), "sm_90a").census()
+    tma = [i for i in hinted if i.startswith("cp.async.bulk.tensor")]
+    assert tma and all(i.endswith(".L2::cache_hint") for i in tma)
+    assert hinted.get("createpolicy.fractional.L2::evict_last.b64") and hinted.get("createpolicy.fractional.L2::evict_first.b64")
+    assert not any("createpolicy" in i or "cache_hint" in i for i in plain)
+
+
+def test_the_wrapper_picks_the_short_k_configuration_only_up_to_short_k():
+    assert hm.pick_config(hm.SHORT_K) == hm.SHORT_K_CONFIG == hm.VARIANTS["ping-pong 128x128, L2 hints"]
+    assert hm.pick_config(hm.SHORT_K + 8) == {}
+    p = hm.plan(8192, 8192, hm.SHORT_K, lens.DTYPES["float16"].gl, **{**hm.CONFIG, **hm.SHORT_K_CONFIG})
+    assert (p.consumers, p.block_m, p.block_n, p.l2_hints) == (2, 128, 128, True)
+    with pytest.raises(ValueError, match="l2_hints must be True or False"):
+        hm.plan(8192, 8192, 512, lens.DTYPES["float16"].gl, **{**hm.CONFIG, "l2_hints": "yes"})

@@ -9,7 +9,9 @@
         --metrics $(bash .device/run python3 tools/explore_hopper_matmul.py --ncu-metrics) --csv \\
         python3 tools/explore_hopper_matmul.py --launch 512 > ncu.csv
     python3 tools/explore_hopper_matmul.py --record-ncu ncu.csv $OUT/hopper_matmul_ncu_k512.json
-        one launch of each PROFILED configuration and of both baselines at 8192 x 8192 x 512, under ncu.
+        one launch of each PROFILED configuration and of both baselines at 8192 x 8192 x 512, under ncu;
+    bash .device/run python3 tools/explore_hopper_matmul.py --diagnose $OUT/hopper_matmul_diagnose.json
+        times copies of the kernel with a part taken away (DIAGNOSTICS): where a tile's time goes.
 """
 import argparse
 import csv
@@ -23,24 +25,23 @@ from multicta_kernels import bench, hopper_matmul as hm  # noqa: E402
 from multicta_kernels.hardware import WGMMA, require_or_exit  # noqa: E402
 
 S4 = dict(stages=4, epilogue_n=64)            # a fourth stage fits only with a sliced epilogue (two 16 KiB buffers)
-BK32 = dict(block_k=32, stages=8, epilogue_n=64)
+HINTS = dict(l2_hints=True)
 EXPLORE = {
-    "default (128x256, 3 stages)": {},
-    "tile_width 4": dict(tile_width=4),
-    "4 stages, epilogue_n 64": S4,
-    "4 stages, epilogue_n 64, tile_width 4": dict(S4, tile_width=4),
-    "4 stages, epilogue_n 64, tile_width 2": dict(S4, tile_width=2),
-    "block_k 32, 8 stages, epilogue_n 64": BK32,
-    "block_k 32, 8 stages, epilogue_n 64, tile_width 4": dict(BK32, tile_width=4),
-    "block_k 32, 6 stages": dict(block_k=32, stages=6),
-    "128 programs": dict(programs=128),
-    "2-CTA": dict(num_ctas=2),
-    "2-CTA, 4 stages, epilogue_n 64": dict(S4, num_ctas=2),
-    "2-CTA, 4 stages, epilogue_n 64, tile_width 4": dict(S4, num_ctas=2, tile_width=4),
+    "default (128x256, 3 stages)": dict(l2_hints=False, tile_width=8),
+    "tile_width 4": dict(l2_hints=False, tile_width=4),
+    "L2 hints": dict(HINTS, tile_width=8),
+    "L2 hints, tile_width 4": dict(HINTS, tile_width=4),
+    "L2 hints, 4 stages, epilogue_n 64": dict(HINTS, **S4, tile_width=8),
+    "L2 hints, 4 stages, epilogue_n 64, tile_width 4": dict(HINTS, **S4, tile_width=4),
+    "2-CTA": dict(num_ctas=2, l2_hints=False, tile_width=8),
+    "2-CTA, L2 hints": dict(HINTS, num_ctas=2, tile_width=8),
+    "2-CTA, L2 hints, tile_width 4": dict(HINTS, num_ctas=2, tile_width=4),
+    "ping-pong 64x256, L2 hints": dict(HINTS, consumers=2, block_m=64, stages=4, tile_width=8),
+    "ping-pong 128x128, L2 hints": dict(HINTS, consumers=2, block_m=128, block_n=128, stages=5, tile_width=8),
 }
-KS = (512, 1024, 4096)
-PROFILED = ("default (128x256, 3 stages)", "tile_width 4", "4 stages, epilogue_n 64, tile_width 4",
-            "block_k 32, 8 stages, epilogue_n 64, tile_width 4", "2-CTA, 4 stages, epilogue_n 64, tile_width 4")
+KS = (512, 1024, 2048, 4096)
+PROFILED = ("default (128x256, 3 stages)", "tile_width 4", "L2 hints", "L2 hints, tile_width 4",
+            "2-CTA, L2 hints, tile_width 4")
 # ncu metrics, by base name (the suffix picks the statistic); those this ncu does not know are left out
 NCU_METRICS = {
     "gpu__time_duration": ".sum",
@@ -58,6 +59,75 @@ NCU_METRICS = {
     "launch__registers_per_thread": "",
     "launch__shared_mem_per_block_dynamic": "",
 }
+
+
+# Copies of the kernel with one part taken away, to see what that part costs. Their outputs are wrong by
+# design (never checked, never compared with cuBLAS): only their times are recorded, beside the real kernel's.
+NEVER = "if tm < 0:   # never true: the copy without the epilogue\n                "
+DIAGNOSTICS = {
+    "no epilogue (the tile is never stored)": {
+        "store_tile(r.c_desc, c_smem, acc, tm * TM, tn * TN,": NEVER + "store_tile(r.c_desc, c_smem, acc, tm * TM, tn * TN,"},
+    "no loads after the first lap (operands stay in shared memory)": {
+        "                r.load_at(s, off_m, off_n, k)":
+            "                if it < r.STAGES:\n                    r.load_at(s, off_m, off_n, k)\n"
+            "                else:\n                    mbarrier.arrive(r.ready.index(s))"},
+}
+DIAGNOSTICS["epilogue without its TMA store (no C traffic)"] = {
+    "        tma.async_store(c_desc, [off_m, off_n + i * EPI_N], buf, cache_policy=POLICY)":
+        "        if off_m < 0:   # never true\n"
+        "            tma.async_store(c_desc, [off_m, off_n + i * EPI_N], buf, cache_policy=POLICY)"}
+DIAGNOSTICS["epilogue without its shared-memory write (C traffic only)"] = {
+    "        buf.store(parts[i])": "        if off_m < 0:   # never true\n            buf.store(parts[i])"}
+DIAGNOSTICS["neither (wgmma and barriers only)"] = {**DIAGNOSTICS["no epilogue (the tile is never stored)"],
+                                                   **DIAGNOSTICS["no loads after the first lap (operands stay in shared memory)"]}
+
+
+def kernel_copy(edits: dict, where: Path):
+    """hopper_matmul.py with ``edits`` (old text -> new text, each found exactly once), imported from ``where``."""
+    import importlib.util
+    src = Path(hm.__file__).read_text().replace("from . import", "from multicta_kernels import").replace(
+        "from .", "from multicta_kernels.")
+    for old, new in edits.items():
+        if src.count(old) != 1:
+            raise ValueError(f"edit not found exactly once in hopper_matmul.py: {old!r}")
+        src = src.replace(old, new)
+    path = where / f"hopper_copy_{abs(hash(tuple(edits.items())))}.py"
+    path.write_text(src)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = mod             # the aggregates resolve their annotations through it
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def diagnose(out_path, ks=(512, 4096)) -> None:
+    import tempfile
+    import torch
+    from multicta_kernels.checks import assert_matmul_close
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        copies = {"the kernel (default configuration)": hm} | {n: kernel_copy(e, Path(tmp)) for n, e in DIAGNOSTICS.items()}
+        for K in ks:
+            a = torch.randn(8192, K, device="cuda", dtype=torch.float16)
+            b = torch.randn(K, 8192, device="cuda", dtype=torch.float16)
+            c = torch.empty(8192, 8192, device="cuda", dtype=torch.float16)
+            row = [8192, 8192, K]
+            for name, mod in copies.items():
+                if mod is hm:                                   # the real kernel must compute C: checked first
+                    c.fill_(float("nan"))
+                    mod.prepare(a, b, c)()
+                    assert_matmul_close(c, a, b, f"{name} K={K}")
+                row.append(round(bench.tflops(8192, 8192, K, bench.time_ms(mod.prepare(a, b, c), cudagraph=False,
+                                                                           rep=200)), 1))
+                bench.log(f"[diagnose] K={K} {name}: {row[-1]} TFLOP/s")
+            rows.append(row)
+    result = {"benchmark": "hopper-matmul-diagnose", **bench.environment(),
+              "method": {"timer": "triton.testing.do_bench (L2 flushed before each call; CUDA events)",
+                         "statistic": "median", "dtype": "float16", "configuration": hm.CONFIG,
+                         "copies": {n: list(e.values()) for n, e in DIAGNOSTICS.items()},
+                         "note": "the copies compute wrong outputs by design; only their times mean anything"},
+              "ceilings": {}, "columns": ["M", "N", "K"] + [f"{n}_tflops" for n in copies], "rows": rows}
+    bench.save(result, out_path)
 
 
 def _split(cfg):
@@ -98,7 +168,8 @@ def explore(out_path) -> None:
     columns, rows = bench.matmul_sweep(variants, shapes, bench.log, "explore")
     result = {"benchmark": "hopper-matmul-explore", **bench.environment(),
               "method": {"timer": "triton.testing.do_bench (L2 flushed before each call; CUDA events)",
-                         "statistic": "median", "dtype": "float16", "variants": EXPLORE, "defaults": hm.CONFIG,
+                         "statistic": f"median; best of {bench.SWEEP_PASSES} passes", "passes": bench.SWEEP_METHOD,
+                         "dtype": "float16", "variants": EXPLORE, "defaults": hm.CONFIG,
                          "launch": "prepare(): the timer sees launches only",
                          "baseline_kernels": "torch.profiler: the CUDA kernels one call launches"},
               "ceilings": {"cublas_fp16_tflops": {f"{r[0]}x{r[1]}x{r[2]}": r[-2] for r in rows}},
@@ -157,6 +228,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", help="time EXPLORE at every K, and name the baselines' kernels: a result JSON out")
     ap.add_argument("--launch", type=int, metavar="K", help="one launch of each PROFILED configuration (for ncu)")
+    ap.add_argument("--diagnose", metavar="OUT", help="time the kernel's DIAGNOSTICS copies: a result JSON out")
     ap.add_argument("--ncu-metrics", action="store_true", help="print the metric list for ncu --metrics")
     ap.add_argument("--record-ncu", nargs=2, metavar=("CSV", "OUT"), help="ncu's CSV in, a result JSON out")
     args = ap.parse_args(argv)
@@ -166,11 +238,13 @@ def main(argv=None):
     if args.record_ncu:
         record_ncu(*args.record_ncu)
         return
-    if not (args.out or args.launch):
-        ap.error("give --out, --launch, --ncu-metrics or --record-ncu")
+    if not (args.out or args.launch or args.diagnose):
+        ap.error("give --out, --launch, --diagnose, --ncu-metrics or --record-ncu")
     require_or_exit("explore_hopper_matmul", WGMMA)
     if args.launch:
         launch(args.launch)
+    if args.diagnose:
+        diagnose(args.diagnose)
     if args.out:
         explore(args.out)
 
