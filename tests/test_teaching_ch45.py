@@ -19,7 +19,7 @@ from triton.experimental.gluon.language.nvidia.hopper import mbarrier
 from multicta_kernels import (barriers, catalog, clc_matmul as cm, cluster, layouts, lens, multicast as mc, notebook,
                               protocols, tile_order, two_cta)
 from multicta_kernels.barriers import BarrierLayoutModel
-from notebooks import chapter_cells, code_cell_with, init_counts, variant
+from nbcells import chapter_cells, code_cell_with, init_counts, variant
 
 
 # ------------------------------------------------------------------------------------------ chapter 4

@@ -13,7 +13,7 @@ import pytest
 from triton.experimental.gluon import language as gl
 
 from multicta_kernels import catalog, clc_matmul as cm, hopper_matmul as hm, lens, protocols, tile_order, timeline
-from notebooks import init_counts, variant
+from nbcells import init_counts, variant
 
 
 # ------------------------------------------------------------------------------------------ chapter 5

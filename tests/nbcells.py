@@ -3,7 +3,7 @@
 of a PTX's ``mbarrier.init``.
 
 pytest puts this folder on ``sys.path`` (tests/ has a conftest.py and no ``__init__.py``: rootdir-based
-"prepend" imports), so a test file imports it as ``from notebooks import ...``, as it does random_layouts.
+"prepend" imports), so a test file imports it as ``from nbcells import ...``, as it does random_layouts.
 """
 import collections
 import importlib.util
