@@ -25,11 +25,15 @@ import functools
 from dataclasses import dataclass
 
 
-class UnsupportedHardwareError(RuntimeError):
-    """A kernel needs a feature (see :data:`FEATURES`) that this machine's GPU does not have."""
+class OneLineError(Exception):
+    """An error a reader should see as one line, not a traceback: the package's errors derive from it."""
 
     def _render_traceback_(self):          # IPython shows this line instead of a traceback
-        return [f"UnsupportedHardwareError: {self}"]
+        return [f"{type(self).__name__}: {self}"]
+
+
+class UnsupportedHardwareError(OneLineError, RuntimeError):
+    """A kernel needs a feature (see :data:`FEATURES`) that this machine's GPU does not have."""
 
 
 @dataclass(frozen=True)

@@ -11,12 +11,11 @@ from __future__ import annotations
 import os
 import tempfile
 
+from .hardware import OneLineError
 
-class TritonAborted(RuntimeError):
+
+class TritonAborted(OneLineError, RuntimeError):
     """Triton ended the process it ran in (an LLVM or MLIR abort); the message is its last words."""
-
-    def _render_traceback_(self):          # IPython shows this line instead of a traceback
-        return [f"TritonAborted: {self}"]
 
 
 def isolated(fn, *args):

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import multicta_kernels  # noqa: F401  (sets TRITON_DEFAULT_FP_FUSION before triton loads)
 
-from .hardware import check_cluster_size
+from .hardware import OneLineError, check_cluster_size
 from .isolation import TritonAborted, isolated
 
 TARGETS = {"sm_90a": 90, "sm_100a": 100}
@@ -51,7 +51,7 @@ def dtype_name(dtype) -> str:
     return str(dtype).replace("torch.", "")
 
 
-class LensCompileError(RuntimeError):
+class LensCompileError(OneLineError, RuntimeError):
     """A kernel failed to compile; ``diagnostic`` holds the compiler's first error line."""
 
     def __init__(self, diagnostic: str, spec_name: str, target: str):
@@ -60,9 +60,6 @@ class LensCompileError(RuntimeError):
 
     def __reduce__(self):                  # crosses the pipe from the compiling child process
         return LensCompileError, (self.diagnostic, self.spec_name, self.target)
-
-    def _render_traceback_(self):          # IPython shows this line instead of a traceback
-        return [f"LensCompileError: {self}"]
 
 
 @dataclass(frozen=True)

@@ -27,11 +27,8 @@ def banner(*features: hardware.Feature) -> hardware.Device:
     return dev
 
 
-class KernelTimeout(RuntimeError):
+class KernelTimeout(hardware.OneLineError, RuntimeError):
     """A live kernel did not finish within its time limit."""
-
-    def _render_traceback_(self):          # IPython shows this message instead of a traceback
-        return [f"KernelTimeout: {self}"]
 
 
 def run_live(name: str, launch, timeout: float = 60.0):

@@ -110,3 +110,16 @@ def test_require_or_exit_is_one_line_for_scripts():
             hardware.require_or_exit("a Blackwell tool", CLUSTERS, TCGEN05)
     msg = str(e.value.code)
     assert msg.startswith("a Blackwell tool needs") and "sm_100" in msg and "\n" not in msg
+
+
+def test_the_package_errors_render_as_one_line_in_a_notebook():
+    """IPython calls _render_traceback_ instead of printing a traceback: one line, the class's own name."""
+    from multicta_kernels.isolation import TritonAborted
+    from multicta_kernels.lens import LensCompileError
+    from multicta_kernels.notebook import KernelTimeout
+    errors = [hardware.UnsupportedHardwareError("needs clusters"), TritonAborted("LLVM ERROR: bad basis"),
+              LensCompileError("no such layout", "softmax", "sm_90a"), KernelTimeout("ran past 60 s")]
+    for e in errors:
+        assert isinstance(e, RuntimeError)
+        assert e._render_traceback_() == [f"{type(e).__name__}: {e}"]
+    assert errors[2]._render_traceback_() == ["LensCompileError: softmax does not compile for sm_90a: no such layout"]
