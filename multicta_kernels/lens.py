@@ -336,6 +336,22 @@ def census_changes(before: str, after: str) -> list[list]:
     return [[op, a[op], b[op], b[op] - a[op]] for op in dict.fromkeys([*a, *b]) if a[op] != b[op]]
 
 
+def module_from_source(name: str, src: str, folder):
+    """``src`` written to ``folder/name.py`` and imported as module ``name`` (registered in ``sys.modules``,
+    where Gluon's aggregates resolve their annotations): ``@gluon.jit`` reads a function's source from its
+    file, so an edited copy of a kernel needs one before it can compile."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+    path = Path(folder) / f"{name}.py"
+    path.write_text(src)
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def with_kernel(spec: KernelSpec, fn, **constexprs) -> KernelSpec:
     """``spec`` with its kernel replaced by ``fn`` (a reader's edited copy) and ``constexprs`` changed: the
     same layouts and options, and only the arguments ``fn`` has (a copy may drop, say, an INSTRUMENT flag)."""

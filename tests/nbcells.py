@@ -6,10 +6,8 @@ pytest puts this folder on ``sys.path`` (tests/ has a conftest.py and no ``__ini
 "prepend" imports), so a test file imports it as ``from nbcells import ...``, as it does random_layouts.
 """
 import collections
-import importlib.util
 import inspect
 import json
-import sys
 import textwrap
 from pathlib import Path
 
@@ -31,17 +29,6 @@ def code_cell_with(notebook, needle):
     return found[0]
 
 
-def module_from_source(tmp_path, name, src):
-    """``src`` written to ``tmp_path / name.py`` and imported as module ``name`` (registered in sys.modules)."""
-    path = tmp_path / f"{name}.py"
-    path.write_text(src)
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def variant(tmp_path, name, *kernels, edits=None, drop=None):
     """The source of package ``kernels`` with ``edits`` (old -> new, each applying exactly once) and without
     the lines whose code is ``drop``, in a new module that star-imports the kernels' own module."""
@@ -55,7 +42,7 @@ def variant(tmp_path, name, *kernels, edits=None, drop=None):
         lines = src.splitlines()
         src = "\n".join(ln for ln in lines if ln.split("#")[0].strip() != drop)
         assert len(src.splitlines()) < len(lines), f"no line {drop!r}"
-    return module_from_source(tmp_path, name, src)
+    return lens.module_from_source(name, src, tmp_path)
 
 
 def init_counts(ptx):

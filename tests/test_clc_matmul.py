@@ -1,7 +1,6 @@
 """Chapter 5's CLC matmul: CPU checks of the kernel's helper, plan validation and refusal, and of
 ``prepare`` followed up to its launch on a (pretended) Blackwell; on Blackwell, correctness against
 torch.matmul including edge tiles, for each cga_layout."""
-import contextlib
 import math
 import re
 import types
@@ -10,6 +9,7 @@ import pytest
 import torch
 from triton.experimental.gluon import language as gl
 
+from calls import assert_refused_before_hardware
 from multicta_kernels import clc_matmul as cm
 from multicta_kernels import hardware, lens, tile_order
 from multicta_kernels.checks import assert_matmul_close, poisoned
@@ -111,14 +111,7 @@ def test_prepare_checks_arguments_before_the_hardware(kwargs, exc, msg, capabili
     """On a CPU, on a (pretended) Hopper and on a (pretended) Blackwell: a bad argument, the kernel=
     argument included, is reported as such, not as missing hardware, and nothing is launched."""
     monkeypatch.setattr(cm.clc_matmul_kernel, "run", lambda *a, **k: pytest.fail("launched"))
-    a = torch.randn(256, 64, dtype=torch.float16)
-    b = torch.randn(64, 256, dtype=torch.float16)
-    kwargs = dict(kwargs)
-    if kwargs.pop("b_transposed", False):
-        b = torch.randn(256, 64, dtype=torch.float16).T
-    with hardware.pretend(capability) if capability else contextlib.nullcontext():
-        with pytest.raises(exc, match=msg):
-            cm.prepare(a, b, **kwargs)
+    assert_refused_before_hardware(cm.prepare, 256, 256, 64, kwargs, exc, msg, capability)
 
 
 def _recorder(monkeypatch, kernel):

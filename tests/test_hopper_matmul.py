@@ -7,6 +7,7 @@ import re
 import pytest
 import torch
 
+from calls import assert_refused_before_hardware
 from multicta_kernels import hardware
 from multicta_kernels import hopper_matmul as hm
 from multicta_kernels import lens
@@ -122,15 +123,7 @@ BAD_ARGUMENTS = [
 @pytest.mark.parametrize("capability", [None, (10, 0)])
 def test_arguments_are_checked_before_the_hardware(kwargs, exc, msg, capability):
     """On a CPU, and on a (pretended) Blackwell: a bad argument is reported as such, not as missing hardware."""
-    import contextlib
-    a = torch.randn(64, 64, dtype=torch.float16)
-    b = torch.randn(64, 64, dtype=torch.float16)
-    kwargs = dict(kwargs)
-    if kwargs.pop("b_transposed", False):
-        b = torch.randn(64, 64, dtype=torch.float16).T
-    with hardware.pretend(capability) if capability else contextlib.nullcontext():
-        with pytest.raises(exc, match=msg):
-            hm.prepare(a, b, **kwargs)
+    assert_refused_before_hardware(hm.prepare, 64, 64, 64, kwargs, exc, msg, capability)
 
 
 def test_refused_on_blackwell_and_cpu_before_compiling(monkeypatch):

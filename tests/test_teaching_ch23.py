@@ -4,7 +4,6 @@ the SASS or a reader's copy of a kernel is checked here against the same functio
 CPU only: the lens compiles for sm_90a / sm_100a, ``ptxas`` and ``cuobjdump`` come with Triton.
 """
 import ast
-import importlib.util
 import json
 import re
 from pathlib import Path
@@ -55,12 +54,7 @@ def copy_module(tmp_path, path, name, *edits):
     for old, new in edits:
         assert old in src, old
         src = src.replace(old, new)
-    f = tmp_path / f"{name}.py"
-    f.write_text(src)
-    spec = importlib.util.spec_from_file_location(name, f)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return lens.module_from_source(name, src, tmp_path)
 
 
 @pytest.fixture(scope="module")

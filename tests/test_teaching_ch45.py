@@ -152,17 +152,6 @@ def test_l2_capacities_the_chapter_states():
     assert all(loads("snake", c) <= loads("grouped", c) for c in range(8, 401, 8))
 
 
-def test_reader_count_one_too_many_compiles_to_the_same_instructions(tmp_path):
-    mod = variant(tmp_path, "ch5_readers_plus_one", cm.clc_matmul_kernel, edits={
-        "count=CLC_READERS)": "count=CLC_READERS + 1)"})
-    package = catalog.compile("clc_matmul", "sm_100a")
-    yours = lens.compile(replace(cm.clc_matmul_spec(), fn=mod.clc_matmul_kernel), "sm_100a")
-    assert package.census() == yours.census()
-    readers = cm.CLC_READERS.value
-    want = init_counts(package.ptx)
-    want[readers + 1] = want.pop(readers)
-    assert init_counts(yours.ptx) == want
-
 
 @pytest.mark.parametrize("delta, kind", [(1, "deadlock"), (-1, "phase overrun")])
 def test_protocol_checker_finds_a_wrong_reader_count(delta, kind):

@@ -61,17 +61,18 @@ def test_snake_tile_gives_the_upstream_order_on_every_grid_up_to_24_by_24():
                                                                                                         (2, 0)]
 
 
-def test_reader_count_one_too_few_compiles_to_the_same_instructions(tmp_path):
-    """ex-ch5-change: with count=CLC_READERS - 1 "again only the init counts change"."""
-    mod = variant(tmp_path, "ch5_readers_minus_one", cm.clc_matmul_kernel, edits={
-        "count=CLC_READERS)": "count=CLC_READERS - 1)"})
+@pytest.mark.parametrize("delta", [-1, 1])
+def test_reader_count_off_by_one_compiles_to_the_same_instructions(tmp_path, delta):
+    """ex-ch5-change: with count=CLC_READERS - 1 (or + 1) "again only the init counts change"."""
+    mod = variant(tmp_path, f"ch5_readers_{'minus' if delta < 0 else 'plus'}_one", cm.clc_matmul_kernel, edits={
+        "count=CLC_READERS)": f"count=CLC_READERS {'-' if delta < 0 else '+'} 1)"})
     package = catalog.compile("clc_matmul", "sm_100a")
     yours = lens.compile(replace(cm.clc_matmul_spec(), fn=mod.clc_matmul_kernel), "sm_100a")
     assert package.census() == yours.census()
     readers = cm.CLC_READERS.value
     want = init_counts(package.ptx)
-    assert want[readers - 1] == 0                    # no other barrier has that count: the change is visible
-    want[readers - 1] = want.pop(readers)
+    assert want[readers + delta] == 0                # no other barrier has that count: the change is visible
+    want[readers + delta] = want.pop(readers)
     assert init_counts(yours.ptx) == want
 
 

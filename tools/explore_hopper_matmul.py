@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from multicta_kernels import bench, hopper_matmul as hm  # noqa: E402
+from multicta_kernels import bench, hopper_matmul as hm, lens  # noqa: E402
 from multicta_kernels.hardware import WGMMA, require_or_exit  # noqa: E402
 
 S4 = dict(stages=4, epilogue_n=64)            # a fourth stage fits only with a sliced epilogue (two 16 KiB buffers)
@@ -84,20 +84,13 @@ DIAGNOSTICS["neither (wgmma and barriers only)"] = {**DIAGNOSTICS["no epilogue (
 
 def kernel_copy(edits: dict, where: Path):
     """hopper_matmul.py with ``edits`` (old text -> new text, each found exactly once), imported from ``where``."""
-    import importlib.util
     src = Path(hm.__file__).read_text().replace("from . import", "from multicta_kernels import").replace(
         "from .", "from multicta_kernels.")
     for old, new in edits.items():
         if src.count(old) != 1:
             raise ValueError(f"edit not found exactly once in hopper_matmul.py: {old!r}")
         src = src.replace(old, new)
-    path = where / f"hopper_copy_{abs(hash(tuple(edits.items())))}.py"
-    path.write_text(src)
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[path.stem] = mod             # the aggregates resolve their annotations through it
-    spec.loader.exec_module(mod)
-    return mod
+    return lens.module_from_source(f"hopper_copy_{abs(hash(tuple(edits.items())))}", src, where)
 
 
 def diagnose(out_path, ks=(512, 4096)) -> None:
