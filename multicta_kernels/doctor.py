@@ -230,10 +230,11 @@ def check_clc_matmul():
 
 def check_hopper_matmul():
     from . import hopper_matmul as hm
-    _matmul_cases(hm.hopper_matmul, [((1000, 776, 328), {}), ((1, 256, 64), {}), ((700, 520, 200), {"num_ctas": 4}),
-                                     ((600, 1024, 256), hm.VARIANTS["ping-pong"]),
+    # With no options the wrapper picks by K: the short-K ping-pong up to hm.SHORT_K, the 1-CTA kernel above.
+    _matmul_cases(hm.hopper_matmul, [((1000, 776, 328), {}), ((1, 256, 64), {}), ((520, 776, 1032), {}),
+                                     ((700, 520, 200), {"num_ctas": 4}), ((600, 1024, 256), hm.VARIANTS["ping-pong"]),
                                      ((300, 264, 136), {"warp_specialize": False, "num_ctas": 2})])
-    return "1, 2, 4 CTAs, ping-pong, non-WS, edge tiles, M = 1"
+    return "picked by K (both picks), 4 CTAs, ping-pong, non-WS, edge tiles, M = 1"
 
 
 CHECKS = {c.name: c for c in [

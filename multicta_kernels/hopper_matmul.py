@@ -28,8 +28,9 @@ from triton.experimental.gluon.language.nvidia import hopper
 from triton.experimental.gluon.language.nvidia.hopper import CachePolicy, FractionalEvictionPolicy, mbarrier, tma
 
 from . import lens
-from .cluster import (RELEASE_GATHER, RELEASE_NONE, group_barrier_layout, matmul_spec, max_clusters, nvmma_layout,
-                      operand_cga_layouts, prepare_matmul, release, ring_barriers, stacked_along_m, stage_of)
+from .cluster import (RELEASE_GATHER, RELEASE_NONE, check_operands, group_barrier_layout, matmul_spec, max_clusters,
+                      nvmma_layout, operand_cga_layouts, prepare_matmul, release, ring_barriers, stacked_along_m,
+                      stage_of)
 from .hardware import SMEM_PER_CTA, WGMMA, require
 from .timeline import scope
 from .tile_order import snake_tile
@@ -382,7 +383,8 @@ def plan(M, N, K, dtype, block_m, block_n, block_k, stages, num_ctas, minor_dim,
 # With no options, the wrapper picks by K (pick_config). At short K a tile is only a few K steps and its epilogue
 # (the C store above all) is a large share of it: measured by copies of the kernel without the epilogue
 # (tools/explore_hopper_matmul.py --diagnose). There two consumers take turns (ping-pong, 128 x 128 each), so one
-# stores while the other multiplies, and the L2 hints keep A and B cached while C streams out.
+# stores while the other multiplies, with the L2 hints on: the fastest of our configurations at K = 512 in both
+# recorded runs (results/h200/hopper_matmul*.json), and slower than the 1-CTA kernel at K = 4096.
 SHORT_K = 512
 SHORT_K_CONFIG = dict(num_ctas=1, consumers=2, block_m=128, block_n=128, stages=5, l2_hints=True)
 
@@ -399,8 +401,8 @@ def prepare(a, b, out=None, *, programs: int | None = None, **config):
     ``pick_config(K)`` chooses."""
     if programs is not None and (not isinstance(programs, int) or isinstance(programs, bool) or programs < 1):
         raise ValueError(f"programs must be a positive int, got {programs!r}")
-    if not config and getattr(b, "ndim", 0) == 2:      # anything else: prepare_matmul says what is wrong
-        config = pick_config(b.shape[0])
+    if not config:
+        config = pick_config(check_operands(a, b)[2])
     call = prepare_matmul(a, b, out, config, CONFIG, plan, WGMMA, "hopper_matmul")
     p = call.plan
     tiles = math.ceil(call.M / p.tile_m) * math.ceil(call.N / p.block_n)

@@ -46,18 +46,12 @@ PROFILED = ("default (128x256, 3 stages)", "tile_width 4", "L2 hints", "L2 hints
 NCU_METRICS = {
     "gpu__time_duration": ".sum",
     "sm__throughput": ".avg.pct_of_peak_sustained_elapsed",
-    "sm__pipe_tensor_op_gmma_cycles_active": ".avg.pct_of_peak_sustained_elapsed",
     "lts__throughput": ".avg.pct_of_peak_sustained_elapsed",
     "lts__t_sector_hit_rate": ".pct",
     "lts__t_bytes": ".sum",
     "dram__throughput": ".avg.pct_of_peak_sustained_elapsed",
     "dram__bytes_read": ".sum",
     "dram__bytes_write": ".sum",
-    "launch__grid_size": "",
-    "launch__cluster_dim_x": "",
-    "launch__cluster_dim_y": "",
-    "launch__registers_per_thread": "",
-    "launch__shared_mem_per_block_dynamic": "",
 }
 
 
@@ -123,14 +117,8 @@ def diagnose(out_path, ks=(512, 4096)) -> None:
     bench.save(result, out_path)
 
 
-def _split(cfg):
-    cfg = dict(cfg)
-    return cfg.pop("programs", None), cfg
-
-
 def _prepare(cfg):
-    programs, cfg = _split(cfg)
-    return lambda a, b, c: hm.prepare(a, b, c, programs=programs, **cfg)
+    return lambda a, b, c: hm.prepare(a, b, c, **cfg)
 
 
 def baseline_kernels(shapes) -> dict:
