@@ -161,6 +161,28 @@ def matmul_sweep(variants: dict, shapes, log, tag: str, dtype: str = "float16",
     return columns, rows
 
 
+def ncu_kernels(csv_path, names) -> list[dict]:
+    """The kernels of an ``ncu --csv`` profile in launch order, one dict each: ``kernel`` (its name),
+    ``grid``, and every metric (a number where ncu printed one). ``names`` are the launches the profile
+    should hold, in order: a profile with more or fewer kernels is refused (a launch matched twice by the
+    kernel filter, or not at all, would shift every row)."""
+    import csv
+    rows = list(csv.reader(ln for ln in open(csv_path) if ln.startswith('"')))   # ncu's own chatter skipped
+    head, data = rows[0], rows[1:]
+    col = {h: head.index(h) for h in ("ID", "Kernel Name", "Grid Size", "Metric Name", "Metric Value")}
+    kernels: dict = {}
+    for r in data:
+        k = kernels.setdefault(int(r[col["ID"]]), {"kernel": r[col["Kernel Name"]], "grid": r[col["Grid Size"]]})
+        value = r[col["Metric Value"]].replace(",", "")
+        try:
+            k[r[col["Metric Name"]]] = float(value)
+        except ValueError:
+            k[r[col["Metric Name"]]] = value
+    if len(kernels) != len(names):
+        raise ValueError(f"expected {len(names)} profiled kernels ({', '.join(names)}), found {len(kernels)}")
+    return [k for _, k in sorted(kernels.items())]
+
+
 # ---------------------------------------------------------------------------------- results store
 
 def environment() -> dict:

@@ -595,22 +595,12 @@ def profile_launches(M: int = 8192, N: int = 8192, K: int = 4096) -> None:
 
 def record_l2(csv_path, out, env: dict) -> dict:
     """Turn ncu's CSV (from ``L2_COMMAND``) into a result: one row per profiled kernel, in launch order."""
-    import csv
     from . import bench
-    lines = [ln for ln in open(csv_path) if ln.startswith('"')]
-    rows = list(csv.reader(lines))
-    head, data = rows[0], rows[1:]
-    col = {h: head.index(h) for h in ("ID", "Kernel Name", "Grid Size", "Metric Name", "Metric Value")}
-    kernels: dict = {}
-    for r in data:
-        k = kernels.setdefault(int(r[col["ID"]]), {"kernel": r[col["Kernel Name"]], "grid": r[col["Grid Size"]]})
-        k[r[col["Metric Name"]]] = float(r[col["Metric Value"]].replace(",", ""))
     names = list(L2_LAUNCHES) + ["cuBLAS"]
-    if len(kernels) != len(names):
-        raise ValueError(f"expected {len(names)} profiled kernels ({', '.join(names)}), found {len(kernels)}")
+    kernels = bench.ncu_kernels(csv_path, names)
     table = [[n, k["kernel"][:60], k["grid"], round(k["gpu__time_duration.sum"] / 1e3, 1),
               round(k["lts__t_bytes.sum"] / 1e9, 3), round(k["lts__t_sectors_srcunit_tex_op_read.sum"] * 32 / 1e9, 3),
-              round(k["dram__bytes_read.sum"] / 1e9, 3)] for n, (_, k) in zip(names, sorted(kernels.items()))]
+              round(k["dram__bytes_read.sum"] / 1e9, 3)] for n, k in zip(names, kernels)]
     result = {"benchmark": "hopper-matmul-l2", **env, "command": L2_COMMAND,
               "method": {"timer": "ncu gpu__time_duration (profiled, --clock-control none)", "shape": [8192, 8192, 4096],
                          "dtype": "float16", "launches": "one of each; ncu replays it once per metric pass"},

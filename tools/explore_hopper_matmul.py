@@ -14,7 +14,6 @@
         times copies of the kernel with a part taken away (DIAGNOSTICS): where a tile's time goes.
 """
 import argparse
-import csv
 import subprocess
 import sys
 from pathlib import Path
@@ -177,24 +176,13 @@ def ncu_metrics() -> str:
     return ",".join(base + suffix for base, suffix in NCU_METRICS.items() if base in names)
 
 
-def record_ncu(csv_path, out_path, K: int = 512) -> dict:
-    lines = [ln for ln in open(csv_path) if ln.startswith('"')]
-    rows = list(csv.reader(lines))
-    head, data = rows[0], rows[1:]
-    col = {h: head.index(h) for h in ("ID", "Kernel Name", "Metric Name", "Metric Value")}
-    kernels: dict = {}
-    for r in data:
-        k = kernels.setdefault(int(r[col["ID"]]), {"kernel": r[col["Kernel Name"]]})
-        try:
-            k[r[col["Metric Name"]]] = float(r[col["Metric Value"]].replace(",", ""))
-        except ValueError:
-            k[r[col["Metric Name"]]] = r[col["Metric Value"]]
+def record_ncu(csv_path, out_path, env: dict, K: int = 512) -> dict:
+    """ncu's CSV of ``--launch K`` in, a result out: one row per launch (PROFILED, then both baselines)."""
     names = list(PROFILED) + ["cuBLAS (CublasLt)", "torch.matmul"]
-    if len(kernels) != len(names):
-        raise ValueError(f"expected {len(names)} profiled kernels ({', '.join(names)}), found {len(kernels)}")
-    metrics = sorted({m for k in kernels.values() for m in k if m != "kernel"})
-    table = [[n, k["kernel"][:80]] + [k.get(m) for m in metrics] for n, (_, k) in zip(names, sorted(kernels.items()))]
-    result = {"benchmark": "hopper-matmul-ncu", **bench.environment(),
+    kernels = bench.ncu_kernels(csv_path, names)
+    metrics = sorted({m for k in kernels for m in k if m not in ("kernel", "grid")})
+    table = [[n, k["kernel"][:80]] + [k.get(m) for m in metrics] for n, k in zip(names, kernels)]
+    result = {"benchmark": "hopper-matmul-ncu", **env,
               "command": "ncu --clock-control none --metrics <NCU_METRICS> --csv "
                          f"python3 tools/explore_hopper_matmul.py --launch {K}",
               "method": {"timer": "ncu gpu__time_duration (profiled, --clock-control none)", "shape": [8192, 8192, K],
@@ -217,7 +205,7 @@ def main(argv=None):
         print(ncu_metrics())
         return
     if args.record_ncu:
-        record_ncu(*args.record_ncu)
+        record_ncu(*args.record_ncu, bench.environment())
         return
     if not (args.out or args.launch or args.diagnose):
         ap.error("give --out, --launch, --diagnose, --ncu-metrics or --record-ncu")

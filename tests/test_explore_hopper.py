@@ -1,0 +1,57 @@
+"""tools/explore_hopper_matmul.py on a CPU: its kernel copies still apply to the kernel and compile, and its
+ncu CSV reader turns a profile into a result with one row per launch, in launch order."""
+import dataclasses
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+import explore_hopper_matmul as ex  # noqa: E402
+
+from multicta_kernels import hopper_matmul as hm, lens  # noqa: E402
+
+
+@pytest.mark.parametrize("name", list(ex.DIAGNOSTICS))
+def test_every_diagnostic_copy_applies_and_compiles(name, tmp_path):
+    mod = ex.kernel_copy(ex.DIAGNOSTICS[name], tmp_path)
+    spec = dataclasses.replace(hm.hopper_matmul_spec(), fn=mod.hopper_matmul_kernel)
+    copy, real = lens.compile(spec, "sm_90a").ptx, lens.compile(hm.hopper_matmul_spec(), "sm_90a").ptx
+    assert copy != real                                  # the edit changed the compiled kernel
+    assert lens.census(copy).get("wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16")   # and it still multiplies
+
+
+def test_an_edit_that_does_not_apply_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="not found exactly once"):
+        ex.kernel_copy({"no such line in the kernel": ""}, tmp_path)
+
+
+def test_every_profiled_and_explored_configuration_is_valid():
+    assert set(ex.PROFILED) <= set(ex.EXPLORE)
+    for cfg in ex.EXPLORE.values():
+        hm.plan(8192, 8192, 512, lens.DTYPES["float16"].gl, **{**hm.CONFIG, **cfg})
+
+
+def test_record_ncu_turns_a_profile_into_one_row_per_launch(tmp_path):
+    """The recorded K = 512 profile (results/h200/hopper_matmul_ncu_k512.json) is rebuilt by record_ncu, through
+    the same CSV reader as the L2 table (bench.ncu_kernels)."""
+    import csv
+    from multicta_kernels import bench
+    names = list(ex.PROFILED) + ["cuBLAS (CublasLt)", "torch.matmul"]
+    path = tmp_path / "ncu.csv"
+    with open(path, "w", newline="") as f:
+        f.write("==PROF== Connected to process\n")
+        w = csv.writer(f, quoting=csv.QUOTE_ALL)
+        w.writerow(["ID", "Kernel Name", "Grid Size", "Metric Name", "Metric Unit", "Metric Value"])
+        for i, _ in enumerate(names):
+            for metric, value in (("gpu__time_duration.sum", f"{110000 + i:,}"), ("lts__t_sector_hit_rate.pct", "91.5")):
+                w.writerow([i, f"kernel_{i}", "(132, 1, 1)", metric, "", value])
+    env = {"gpu": "NVIDIA H200", "date": "2026-11-30", "triton": "3.9.0"}
+    out = ex.record_ncu(path, tmp_path / "ncu.json", env)
+    assert out["columns"] == ["variant", "kernel", "gpu__time_duration.sum", "lts__t_sector_hit_rate.pct"]
+    assert [r[0] for r in out["rows"]] == names and out["rows"][3][2:] == [110003.0, 91.5]
+    assert bench.load(tmp_path / "ncu.json")["benchmark"] == "hopper-matmul-ncu"
+    path.write_text(path.read_text().rsplit("\n", 3)[0] + "\n")              # a launch missing: refused
+    with pytest.raises(ValueError, match="expected 7 profiled kernels"):
+        ex.record_ncu(path, tmp_path / "ncu2.json", env)
