@@ -464,6 +464,15 @@ def ran_on(feature: hardware.Feature, results: Path = RESULTS) -> list[tuple[str
     return out
 
 
+def recorded(check: str, gpu: str = "h200", results: Path = RESULTS) -> dict:
+    """The row of ``check`` in a GPU's recorded doctor run (``results/<gpu>/doctor.json``): what the chapters
+    quote on a machine that cannot run the kernel itself."""
+    rows = {r["check"]: r for r in bench.records(bench.load(results / gpu / "doctor.json"))}
+    if check not in rows:
+        raise KeyError(f"no check {check!r} in results/{gpu}/doctor.json; recorded: {', '.join(rows)}")
+    return rows[check]
+
+
 def label(feature: hardware.Feature, results: Path = RESULTS) -> str:
     """What the book may say about the kernels that need ``feature``: generated from results/."""
     runs = ran_on(feature, results)

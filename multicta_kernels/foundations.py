@@ -316,8 +316,9 @@ def locked_sum(values):
     return total.item()
 
 
-def _launch_metadata(grid, kernel, args):
-    """What a profiler (proton, nsys through Triton's hooks) shows for each launch of hinted_copy."""
+def _launch_metadata(grid, metadata, args):
+    """What Triton's profiler (proton, through its launch hook) shows for each launch of hinted_copy;
+    ``metadata`` is the compiled kernel's metadata, ``args`` the launch's arguments by name."""
     n = args["n"]
     return {"name": f"hinted_copy n={n}", "bytes": 2 * 4 * n}
 

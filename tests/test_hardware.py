@@ -123,3 +123,14 @@ def test_the_package_errors_render_as_one_line_in_a_notebook():
         assert isinstance(e, RuntimeError)
         assert e._render_traceback_() == [f"{type(e).__name__}: {e}"]
     assert errors[2]._render_traceback_() == ["LensCompileError: softmax does not compile for sm_90a: no such layout"]
+
+
+def test_a_wgmma_kernel_compiled_for_blackwell_ends_the_process_that_compiles_it():
+    """Why the capabilities keep wgmma kernels away from sm_100 (README, setup): Triton 3.9 does not refuse
+    such a compile, LLVM aborts. Here it runs in a forked child, which dies; the lens refuses it up front."""
+    from multicta_kernels import hopper_matmul as hm, isolation, lens
+    from multicta_kernels.isolation import TritonAborted
+    with pytest.raises(TritonAborted, match="Cannot select: intrinsic %llvm.nvvm.wgmma"):
+        isolation.isolated(lens._compile_here, hm.hopper_matmul_spec(), "sm_100a")
+    with pytest.raises(ValueError, match="written for sm_90a only"):
+        lens.compile(hm.hopper_matmul_spec(), "sm_100a")
