@@ -111,6 +111,13 @@ class scope:
             pl.exit_scope(self.name, _semantic=self._semantic)
 
 
+def scope_names(fn) -> list[str]:
+    """The timeline scopes a Gluon function (or its ``@gluon.jit`` wrapper) opens, in source order: what a
+    recorded timeline of that partition can show."""
+    import inspect
+    return re.findall(r'scope\("(\w+)"', inspect.getsource(getattr(fn, "fn", fn)))
+
+
 @gluon.jit
 def center_rows_kernel(x_ptr, out_ptr, N, BLOCK: gl.constexpr, layout: gl.constexpr,
                        INSTRUMENT: gl.constexpr):

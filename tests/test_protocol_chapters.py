@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from multicta_kernels import barriers, clc_matmul as cm, doctor, notebook, protocols, two_cta
+from multicta_kernels import barriers, clc_matmul as cm, doctor, notebook, protocols, timeline, two_cta
 
 ROOT = Path(__file__).resolve().parent.parent
 NB = {n: ROOT / "notebooks" / f for n, f in {2: "02-mbarriers.ipynb", 3: "03-tma-multicast.ipynb",
@@ -39,7 +39,7 @@ def markdown(ch):
 def solution_code(ch, label):
     """The python block of the solution of exercise ``label`` (the exercise must be there too)."""
     text = markdown(ch)
-    assert f"````{{exercise}}" in text and f":label: {label}\n" in text, f"chapter {ch} lacks exercise {label}"
+    assert "````{exercise}" in text and f":label: {label}\n" in text, f"chapter {ch} lacks exercise {label}"
     start = text.index(f"````{{solution}} {label}")
     block = text[start:text.index("\n````", start + 1)]
     return re.search(r"```python\n(.*?)```", block, re.S).group(1)
@@ -186,8 +186,7 @@ def test_ch5_staging_pitfall_is_checked_next_to_it():
 def test_ch5_timeline_scopes_section():
     src = code_with(5, 'timeline.instrumented(cm.clc_matmul_spec(instrument=True), "sm_100a")')
     assert "kernel.census([\"%clock\"])" in src and "quiet.ptx == kernel.ptx" in src
-    scopes = {name: re.findall(r'scope\("(\w+)"', inspect.getsource(getattr(fn, "fn", fn)))
-              for name, fn in {"scheduler": cm.scheduler_partition, "loader": cm.load_partition,
+    scopes = {name: timeline.scope_names(fn) for name, fn in {"scheduler": cm.scheduler_partition, "loader": cm.load_partition,
                                "mma": cm.mma_partition, "epilogue": cm.epilogue_partition}.items()}
     assert scopes == {"scheduler": ["ask", "answer"], "loader": ["wait_free", "load"],
                       "mma": ["wait_acc", "wait_ready", "mma"], "epilogue": ["wait_acc", "store"]}
