@@ -1,187 +1,29 @@
 """Chapter 2: multi-CTA mbarriers, as a model you can step through and as kernels that prove it.
 
-An mbarrier's ``cga_layout`` maps CTA-id bits to barriers. Identity bases (``[[1], [2], [4]]``,
-what ``mbarrier.allocate_mbarrier()`` builds) give every CTA its own barrier. A zero basis merges
-the CTAs that differ in that bit into one *group* sharing one barrier, which lives in the group's
-lowest CTA id, the *leader*. Triton 3.9 then applies four rules:
-
-1. ``init(count)`` runs on the leader only, with ``count * group_size``;
-2. ``expect(bytes)``, in every CTA of the group, is one arrival on the leader's barrier carrying that
-   CTA's own bytes (``mbarrier.arrive.expect_tx.shared::cluster``): the barrier expects the group's
-   bytes in all, bytes x group size per phase;
-3. every ``arrive`` of any CTA in the group lands on the leader's barrier;
-4. only the leader ``wait``s.
-
-``arrive(bar, from_cta=mask)`` on per-CTA barriers is different: a *leader broadcast*. ``mask``
-names the CTA-id bits that are kept; only CTAs whose other bits are zero send, and each sender's
-single arrival reaches every CTA that shares its kept bits.
+The model (groups, leaders, the four rules Triton 3.9 applies to a barrier's ``cga_layout``, the stepped
+scripts of the chapter's explorer) is pure Python and lives in :mod:`multicta_kernels.barrier_model`; its
+names are re-exported here, so the chapter writes ``barriers.BarrierSim``. This module holds the kernels:
+probes that check the model against Triton's PTX, the exchange, the ping-pong, the pair sums and the
+barrier-cost kernels, and their lens specs.
 """
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 
-import multicta_kernels  # noqa: F401
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia import hopper
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier
 
 from . import lens
-from .timeline import scope
-from .hardware import CLUSTERS, check_cluster_size, check_on_gpu, log2, require
-
-# --------------------------------------------------------------------------------------- the model
-
-
-def check_barrier_layout(bases, num_ctas: int, two_ctas: bool = False) -> list:
-    """Validate an mbarrier ``cga_layout``; return it as a list of one-element lists.
-
-    It has log2(num_ctas) bases; the non-zero ones are 1, 2, 4, ... in order (so barriers are
-    numbered densely), zeros may sit anywhere. ``two_ctas`` needs basis 0 to be zero (CTA pairs).
-    """
-    check_cluster_size(num_ctas)
-    bases = [list(b) if isinstance(b, (list, tuple)) else [b] for b in bases]
-    need = log2(num_ctas)
-    if len(bases) != need:
-        raise ValueError(f"a barrier layout for {num_ctas} CTAs has exactly {need} bases, got {len(bases)}: {bases}")
-    nxt = 1
-    for i, b in enumerate(bases):
-        if len(b) != 1:
-            raise ValueError(f"basis {i} {b}: barrier arrays are 1-D, each basis has one entry")
-        if b[0] == 0:
-            continue
-        if b[0] != nxt:
-            raise ValueError(f"basis {i} {b}: non-zero bases must be 1, 2, 4, ... in order; expected [{nxt}]")
-        nxt *= 2
-    if two_ctas and (not bases or bases[0] != [0]):
-        raise ValueError("two_ctas barriers pair CTAs 2k and 2k+1: basis 0 must be [0]")
-    return bases
-
-
-@dataclass(frozen=True)
-class BarrierLayoutModel:
-    """Groups and leaders of a multi-CTA mbarrier layout."""
-    bases: tuple
-    num_ctas: int
-
-    @classmethod
-    def of(cls, bases, num_ctas):
-        return cls(tuple(tuple(b) for b in check_barrier_layout(bases, num_ctas)), num_ctas)
-
-    @property
-    def num_barriers(self) -> int:
-        return 1 << sum(1 for b in self.bases if b[0])
-
-    def barrier_of(self, cta: int) -> int:
-        """Which barrier CTA ``cta`` uses: XOR of the bases its id bits select."""
-        idx = 0
-        for bit, b in enumerate(self.bases):
-            if cta >> bit & 1:
-                idx ^= b[0]
-        return idx
-
-    @property
-    def group_size(self) -> int:
-        return self.num_ctas // self.num_barriers
-
-    def groups(self) -> list[list[int]]:
-        out = [[] for _ in range(self.num_barriers)]
-        for c in range(self.num_ctas):
-            out[self.barrier_of(c)].append(c)
-        return out
-
-    def leader(self, cta: int) -> int:
-        """The lowest CTA id of ``cta``'s group: where the shared barrier lives."""
-        mask = sum(1 << bit for bit, b in enumerate(self.bases) if b[0] == 0)
-        return cta & ~mask
-
-    def init_count(self, count: int) -> int:
-        return count * self.group_size
-
-    def expect_bytes(self, bytes_per_cta: int) -> int:
-        """Bytes the shared barrier waits for per phase: every CTA of the group expects its own."""
-        return bytes_per_cta * self.group_size
-
-
-def broadcast_targets(from_cta: int, num_ctas: int) -> dict[int, list[int]]:
-    """``arrive(bar, from_cta=mask)`` on per-CTA barriers: sender -> the CTAs its arrival reaches."""
-    if not 0 <= from_cta < num_ctas:
-        raise ValueError(f"from_cta is a mask of CTA-id bits in [0, {num_ctas - 1}], got {from_cta}")
-    dropped = (num_ctas - 1) & ~from_cta
-    senders = [c for c in range(num_ctas) if c & dropped == 0]
-    return {s: [c for c in range(num_ctas) if c & from_cta == s & from_cta] for s in senders}
-
-
-@dataclass
-class _Barrier:
-    pending: int          # arrivals still missing in the current phase
-    count: int            # arrivals per phase
-    tx: int = 0           # bytes still expected in the current phase
-    phase: int = 0        # number of completed phases
-
-
-@dataclass
-class BarrierSim:
-    """Step through multi-CTA mbarrier operations; every step is recorded in ``trace``."""
-    model: BarrierLayoutModel
-    barriers: dict = field(default_factory=dict)
-    trace: list = field(default_factory=list)
-
-    def _log(self, cta, op, detail):
-        self.trace.append((len(self.trace), cta, op, detail))
-
-    def init(self, count: int):
-        for g in self.model.groups():
-            leader = g[0]
-            n = self.model.init_count(count)
-            self.barriers[leader] = _Barrier(n, n)
-            self._log(leader, "init", f"count {count} x group {len(g)} = {n} on leader CTA {leader}")
-
-    def _land(self, leader, arrivals=1, tx=0):
-        b = self.barriers[leader]
-        b.pending -= arrivals
-        b.tx += tx
-        if b.pending < 0:
-            raise RuntimeError(f"barrier of CTA {leader} got more arrivals than its count {b.count}")
-        if b.pending == 0 and b.tx == 0:
-            b.phase += 1
-            b.pending = b.count
-            self._log(leader, "complete", f"phase {b.phase - 1} completes, parity is now {b.phase & 1}")
-
-    def arrive(self, cta: int):
-        leader = self.model.leader(cta)
-        self._log(cta, "arrive", f"lands on leader CTA {leader}" + (" (remote)" if leader != cta else ""))
-        self._land(leader)
-
-    def expect(self, cta: int, bytes_per_cta: int):
-        leader = self.model.leader(cta)
-        where = "its own barrier" if leader == cta else f"leader CTA {leader}'s barrier (remote)"
-        self._log(cta, "expect", f"one arrival on {where}, expecting {bytes_per_cta} B more")
-        self._land(leader, 1, bytes_per_cta)
-
-    def bytes_arrive(self, cta: int, nbytes: int):
-        leader = self.model.leader(cta)
-        b = self.barriers[leader]
-        b.tx -= nbytes
-        self._log(cta, "bytes", f"{nbytes} B land on leader CTA {leader}'s transaction count")
-        if b.tx < 0:
-            raise RuntimeError(f"CTA {leader}'s barrier received more bytes than expected")
-        self._land(leader, 0)
-
-    def wait(self, cta: int, phase: int) -> bool:
-        """True if the wait would return now (the barrier's ``phase`` parity has completed)."""
-        leader = self.model.leader(cta)
-        if cta != leader:
-            self._log(cta, "wait", f"not the leader: Triton emits no wait here (leader is CTA {leader})")
-            return True
-        done = (self.barriers[leader].phase & 1) != phase
-        self._log(cta, "wait", f"parity {phase}: " + ("returns" if done else "blocks"))
-        return done
-
-
-def trace_table(sim: BarrierSim):
-    return [[i, cta, op, detail] for i, cta, op, detail in sim.trace]
+# The chapter's model, re-exported: the notebook and the workshop write barriers.BarrierSim, barriers.barrier_steps.
+from .barrier_model import (HAND_OFF, LOST_PHASE, OPS, OPS_HELP, TMA_BYTES, BarrierLayoutModel,  # noqa: F401
+                            BarrierSim, BarrierState, barrier_steps, broadcast_targets, check_barrier_layout,
+                            parse_script, trace_table)
+from .core import validate
+from .core.hardware import CLUSTERS, check_cluster_size, check_on_gpu, log2, require
+from .gluon.scope import scope
+from .gluon.sync import acquire_wait, cluster_fence, cluster_rank, release_arrive, sync_inits
 
 
 # -------------------------------------------------------------------------- checking against Triton
@@ -216,6 +58,12 @@ def _probe(name, fn, bases, num_ctas, extra: dict, target: str):
     return ptx, init[0] if init else None
 
 
+def probe_ptx(bases, num_ctas: int, count: int = 3, target: str = "sm_90a") -> str:
+    """The PTX of ``barrier_probe_kernel`` (init with ``count``, arrive, wait) on a barrier layout: what Triton makes
+    of a user's barrier operations, read by :func:`compiled_facts` and by the chapter's rule-4 check."""
+    return _probe("barrier_probe", barrier_probe_kernel, bases, num_ctas, {"COUNT": count}, target)[0]
+
+
 def expect_facts(bases, num_ctas: int, nbytes: int = 1024, target: str = "sm_90a") -> dict:
     """What Triton emits for ``expect(bar, nbytes)`` on a barrier layout: the init count, the bytes each
     CTA's ``arrive.expect_tx`` carries, and whether it goes to another CTA's barrier."""
@@ -235,33 +83,6 @@ def compiled_facts(bases, num_ctas: int, count: int = 3, target: str = "sm_90a")
             "relaxed_cluster_barrier": "barrier.cluster.arrive.relaxed" in ptx}
 
 
-# ------------------------------------------------------------------------------------ the kernels
-
-@gluon.jit
-def cluster_fence():
-    """``fence.acq_rel.cluster``. A user's ``mbarrier.arrive`` is a release, and its ``wait`` an acquire,
-    at CTA scope only (PTX's default). Between CTAs, data written before the arrive is formally visible
-    to a peer after its wait only at cluster scope. Byte-counted hand-offs (TMA, tcgen05 commits, CLC
-    answers) need no fence: their completion carries the data."""
-    gl.inline_asm_elementwise("fence.acq_rel.cluster;\nmov.u32 $0, 0;", "=r", [], dtype=gl.int32,
-                              is_pure=False, pack=1)
-
-
-@gluon.jit
-def publish():
-    """Before an arrive that hands this CTA's shared-memory writes (or the end of its reads) to peers:
-    every thread is done (a CTA barrier: the arrive is issued by one thread), then a cluster-scope fence,
-    so the arrive releases all of it at cluster scope."""
-    gl.barrier()
-    cluster_fence()
-
-
-@gluon.jit
-def acquire():
-    """After a wait that hands peers' writes to this CTA: a cluster-scope fence before reading them."""
-    cluster_fence()
-
-
 @gluon.jit
 def exchange_kernel(x_ptr, out_ptr, W: gl.constexpr, rows: gl.constexpr, everyone_rows: gl.constexpr,
                     smem_rows: gl.constexpr, group_all: gl.constexpr):
@@ -277,16 +98,18 @@ def exchange_kernel(x_ptr, out_ptr, W: gl.constexpr, rows: gl.constexpr, everyon
     go = mbarrier.allocate_mbarrier()                                # one per CTA
     mbarrier.init(arrived, count=1)
     mbarrier.init(go, count=1)
+    sync_inits()                          # every init seen cluster-wide before any CTA arrives
 
+    me = cluster_rank()
     pub.store(mine)
-    publish()                             # my row is released at cluster scope ...
-    mbarrier.arrive(arrived)              # ... by my arrival, which lands on CTA 0
-    mbarrier.wait(arrived, 0)             # only CTA 0 waits: all rows are published
-    acquire()                             # CTA 0 acquires them, and passes them on:
-    mbarrier.arrive(go, from_cta=0)       # CTA 0's one arrival reaches every CTA's `go`
-    mbarrier.wait(go, 0)
-    acquire()                             # now every CTA may read every row
+    gl.barrier()                          # every thread's part of my row is thread 0's to release ...
+    release_arrive(arrived, 0)            # ... at cluster scope, on CTA 0's barrier
+    acquire_wait(arrived, 0, me == 0)     # only CTA 0 waits: every row is published, and acquired
+    release_arrive(go, 0, me == 0, C)     # CTA 0 passes them on: lane i arrives on CTA i's `go`
+    acquire_wait(go, 0)                   # now every CTA has acquired every row
     everything = pub.load(everyone_rows)  # peers' rows arrive through ld.shared::cluster
+    mbarrier.invalidate(arrived)          # retired: every arrival on them landed before my waits returned (and
+    mbarrier.invalidate(go)               # the compiler, which cannot see inside inline asm, sees a use here)
     total = gl.convert_layout(gl.sum(everything, axis=0), gl.SliceLayout(0, rows))
     gl.store(out_ptr + r * W + c, mine + total[None, :])
 
@@ -310,33 +133,35 @@ def ping_pong_kernel(out_ptr, ROUNDS, ONE_PHASE: gl.constexpr, slot: gl.constexp
     mbarrier.init(go, count=1)
     mbarrier.init(freed, count=1)
     mbarrier.init(freed_go, count=1)
+    sync_inits()                                      # once, before the loop: not at the first use inside it
 
+    me = cluster_rank()
     errors = gl.zeros([C], gl.int32, slot)
     phase = 0
     for r in range(ROUNDS):
         with scope("write", INSTRUMENT):              # timeline scopes: no code unless proton records
             box.store(ids * 1000 + r)                 # my slot: CTA id * 1000 + round
         with scope("gather", INSTRUMENT):
-            publish()
-            mbarrier.arrive(arrived)
-            mbarrier.wait(arrived, phase)             # CTA 0: all slots written
-            acquire()
-            mbarrier.arrive(go, from_cta=0)
-            mbarrier.wait(go, phase)                  # everyone: safe to read
-            acquire()
+            gl.barrier()
+            release_arrive(arrived, 0)                # my slot, released at cluster scope to CTA 0
+            acquire_wait(arrived, phase, me == 0)     # CTA 0: all slots written
+            release_arrive(go, 0, me == 0, C)         # CTA 0 passes them on, one lane per CTA
+            acquire_wait(go, phase)                   # everyone: safe to read
         with scope("read", INSTRUMENT):
             seen = box.load(everyone)
             errors += gl.sum((seen != ids_all * 1000 + r).to(gl.int32), axis=0) + ids * 0   # local sum
         with scope("free", INSTRUMENT):
-            publish()                                 # my reads are done before I release the slots
-            mbarrier.arrive(freed)
-            mbarrier.wait(freed, phase)
-            acquire()
-            mbarrier.arrive(freed_go, from_cta=0)
-            mbarrier.wait(freed_go, phase)            # nobody overwrites a slot another CTA still reads
-            acquire()
+            gl.barrier()                              # my reads are done before I release the slots
+            release_arrive(freed, 0)
+            acquire_wait(freed, phase, me == 0)
+            release_arrive(freed_go, 0, me == 0, C)
+            acquire_wait(freed_go, phase)             # nobody overwrites a slot another CTA still reads
         if not ONE_PHASE:
             phase ^= 1
+    mbarrier.invalidate(arrived)                      # every arrival landed before the last waits returned
+    mbarrier.invalidate(go)
+    mbarrier.invalidate(freed)
+    mbarrier.invalidate(freed_go)
     gl.store(out_ptr + ids, errors)
 
 
@@ -355,24 +180,27 @@ def pair_sum_kernel(x_ptr, out_ptr, slot: gl.constexpr, pairs: gl.constexpr, sme
     go = mbarrier.allocate_mbarrier()
     mbarrier.init(pair_bar, count=1)                  # count 1 x group of 2, on each leader
     mbarrier.init(go, count=1)
+    sync_inits()
+    lead = cluster_rank() & ~1                        # the pair's leader: CTA 2k
     box.store(mine)
-    publish()
-    mbarrier.arrive(pair_bar)                         # both CTAs of a pair arrive on the leader
-    mbarrier.wait(pair_bar, 0)                        # only the leader waits, for both
-    acquire()
-    mbarrier.arrive(go, from_cta=PAIR_MASK)           # the leader releases its pair
-    mbarrier.wait(go, 0)
-    acquire()
+    gl.barrier()
+    release_arrive(pair_bar, lead)                    # both CTAs of a pair arrive on the leader's barrier
+    acquire_wait(pair_bar, 0, cluster_rank() == lead) # only the leader waits, for both
+    release_arrive(go, lead, cluster_rank() == lead, 2)   # the leader releases its pair: CTAs 2k and 2k+1
+    acquire_wait(go, 0)
     both = box.load(pairs)                            # CTAs 2k and 2k+1 both hold row k
+    mbarrier.invalidate(pair_bar)
+    mbarrier.invalidate(go)
     s = gl.sum(both, axis=1)                          # local: the pair's row is whole in each CTA
     gl.store(out_ptr + gl.arange(0, 4, s.type.layout), s)
 
 
 @gluon.jit
 def barrier_cost_kernel(out_ptr, ROUNDS, MODE: gl.constexpr, group_all: gl.constexpr):
-    """ROUNDS hand-offs of one kind, to time: MODE 0 an mbarrier inside one CTA, MODE 1 a
-    cross-CTA round (gather on CTA 0, broadcast release), MODE 2 a full cluster barrier, MODE 3 the
-    round of MODE 1 with the cluster-scope fences a data hand-off needs."""
+    """ROUNDS hand-offs of one kind, to time (see MODES): 0 an mbarrier inside one CTA; 1 a cross-CTA round as a
+    user's arrive and wait compile (gather on CTA 0, broadcast release; CTA scope: it orders no data); 2 a
+    cluster barrier; 3 a relaxed cluster barrier; 4 the round of MODE 1 as a data hand-off (release and acquire
+    at cluster scope); 5 the round of MODE 1 with a fence.acq_rel.cluster around each arrive and wait."""
     phase = 0
     if MODE == 0:
         own = mbarrier.allocate_mbarrier()
@@ -381,42 +209,48 @@ def barrier_cost_kernel(out_ptr, ROUNDS, MODE: gl.constexpr, group_all: gl.const
             mbarrier.arrive(own)
             mbarrier.wait(own, phase)
             phase ^= 1
-    elif MODE == 1:
-        arrived = gl.allocate_shared_memory(gl.int64, [1], group_all)
-        go = mbarrier.allocate_mbarrier()
-        mbarrier.init(arrived, count=1)
-        mbarrier.init(go, count=1)
-        for r in range(ROUNDS):
-            mbarrier.arrive(arrived)
-            mbarrier.wait(arrived, phase)
-            mbarrier.arrive(go, from_cta=0)
-            mbarrier.wait(go, phase)
-            phase ^= 1
     elif MODE == 2:
         for r in range(ROUNDS):
             hopper.cluster.barrier()
+            phase ^= 1
+    elif MODE == 3:
+        for r in range(ROUNDS):
+            hopper.cluster.barrier(relaxed=True)
             phase ^= 1
     else:
         arrived = gl.allocate_shared_memory(gl.int64, [1], group_all)
         go = mbarrier.allocate_mbarrier()
         mbarrier.init(arrived, count=1)
         mbarrier.init(go, count=1)
+        sync_inits()
+        me = cluster_rank()
         for r in range(ROUNDS):
-            publish()
-            mbarrier.arrive(arrived)
-            mbarrier.wait(arrived, phase)
-            acquire()
-            mbarrier.arrive(go, from_cta=0)
-            mbarrier.wait(go, phase)
-            acquire()
+            if MODE == 4:
+                release_arrive(arrived, 0)
+                acquire_wait(arrived, phase, me == 0)
+                release_arrive(go, 0, me == 0, gl.num_ctas())
+                acquire_wait(go, phase)
+            else:
+                if MODE == 5:
+                    cluster_fence()
+                mbarrier.arrive(arrived)
+                mbarrier.wait(arrived, phase)
+                if MODE == 5:
+                    cluster_fence()
+                mbarrier.arrive(go, from_cta=0)
+                mbarrier.wait(go, phase)
+                if MODE == 5:
+                    cluster_fence()
             phase ^= 1
+        mbarrier.invalidate(arrived)
+        mbarrier.invalidate(go)
     gl.store(out_ptr + gl.program_id(0), phase)
 
 
-# --------------------------------------------------------------------------------- host wrappers
-
-def _layouts(num_ctas: int, width: int = 1):
+def cluster_layouts(num_ctas: int, width: int = 1):
     """The layouts the kernels share: one row (or element) per CTA, or everything on every CTA."""
+    validate.cluster_size(num_ctas)
+    validate.count(width, "width", high=1 << 16)
     n = log2(num_ctas)
     if width == 1:
         return dict(slot=gl.BlockedLayout([1], [32], [1], [0], cga_layout=[[1 << i] for i in range(n)]),
@@ -443,7 +277,7 @@ def cluster_exchange(x):
     check_on_gpu(x, "x")
     x = x.contiguous()
     out = torch.empty_like(x)
-    exchange_kernel[(1,)](x, out, W=W, **_layouts(C, W), num_warps=4, num_ctas=C)
+    exchange_kernel[(1,)](x, out, W=W, **cluster_layouts(C, W), num_warps=4, num_ctas=C)
     return out
 
 
@@ -455,7 +289,7 @@ def ping_pong(num_ctas: int, rounds: int, one_phase: bool = False, instrument: b
         raise ValueError(f"rounds must be a positive integer, got {rounds!r}")
     require(CLUSTERS, "ping_pong")
     out = torch.full((num_ctas,), -1, device="cuda", dtype=torch.int32)
-    ping_pong_kernel[(1,)](out, rounds, ONE_PHASE=one_phase, **_layouts(num_ctas), INSTRUMENT=instrument,
+    ping_pong_kernel[(1,)](out, rounds, ONE_PHASE=one_phase, **cluster_layouts(num_ctas), INSTRUMENT=instrument,
                            num_warps=1, num_ctas=num_ctas)
     return out
 
@@ -494,19 +328,22 @@ def proof_spec(name, fn, constexprs, num_ctas, num_warps, runtime, expect):
                            options={"num_warps": num_warps, "num_ctas": num_ctas}, expect=expect)
 
 
-_REMOTE = ("mbarrier.arrive.shared::cluster", "fence.mbarrier_init.release.cluster",
-           "barrier.cluster.arrive.relaxed", "barrier.cluster.wait", ".reqnctapercluster")
+_REMOTE = ("mbarrier.arrive.release.cluster.shared::cluster", "mbarrier.try_wait.parity.acquire.cluster",
+           "fence.mbarrier_init.release.cluster", "barrier.cluster.arrive.relaxed", "barrier.cluster.wait",
+           ".reqnctapercluster")
 
 
 def exchange_spec(num_ctas: int = 4, W: int = 128):
-    return proof_spec("cluster_exchange", exchange_kernel, {"W": W, **_layouts(num_ctas, W)}, num_ctas, 4,
+    validate.cluster_size(num_ctas)
+    validate.count(W, "W", high=1 << 16)
+    return proof_spec("cluster_exchange", exchange_kernel, {"W": W, **cluster_layouts(num_ctas, W)}, num_ctas, 4,
                  {"x_ptr": "*i32", "out_ptr": "*i32"}, _REMOTE + ("mapa", "ld.shared::cluster"))
 
 
 def ping_pong_spec(num_ctas: int = 4):
-    return proof_spec("ping_pong", ping_pong_kernel, {"ONE_PHASE": False, **_layouts(num_ctas), "INSTRUMENT": False},
-                      num_ctas, 1,
-                 {"out_ptr": "*i32", "ROUNDS": "i32"}, _REMOTE + ("ld.shared::cluster", "mbarrier.try_wait.parity"))
+    validate.cluster_size(num_ctas)
+    return proof_spec("ping_pong", ping_pong_kernel, {"ONE_PHASE": False, **cluster_layouts(num_ctas), "INSTRUMENT": False},
+                      num_ctas, 1, {"out_ptr": "*i32", "ROUNDS": "i32"}, _REMOTE + ("ld.shared::cluster",))
 
 
 def pair_sum_spec():
@@ -514,47 +351,23 @@ def pair_sum_spec():
 
 
 def barrier_cost_spec(num_ctas: int = 4, mode: int = 1):
+    validate.one_of(mode, "mode", (0, 1, 2, 3, 4, 5))
+    validate.cluster_size(num_ctas)
     expect = {0: ("mbarrier.arrive.shared::cta", "mbarrier.try_wait.parity.shared::cta"),
               1: ("mbarrier.arrive.shared::cluster", "mbarrier.try_wait.parity"),
               2: ("barrier.cluster.arrive.aligned", "barrier.cluster.wait.aligned"),
-              3: ("mbarrier.arrive.shared::cluster", "fence.acq_rel.cluster")}[mode]
-    return proof_spec("barrier_cost", barrier_cost_kernel, {"MODE": mode, "group_all": _layouts(num_ctas)["group_all"]},
+              3: ("barrier.cluster.arrive.relaxed", "barrier.cluster.wait.aligned"),
+              4: ("mbarrier.arrive.release.cluster.shared::cluster", "mbarrier.try_wait.parity.acquire.cluster"),
+              5: ("mbarrier.arrive.shared::cluster", "fence.acq_rel.cluster")}[mode]
+    return proof_spec("barrier_cost", barrier_cost_kernel, {"MODE": mode, "group_all": cluster_layouts(num_ctas)["group_all"]},
                  num_ctas, 1, {"out_ptr": "*i32", "ROUNDS": "i32"}, expect)
 
 
 # ------------------------------------------------------------------------------------- benchmark
 
-MODES = {0: "mbarrier inside one CTA", 1: "cross-CTA round (gather + broadcast)", 2: "cluster barrier",
-         3: "cross-CTA round with cluster fences (a data hand-off)"}
-
-
-def benchmark(quick: bool = False, log=print) -> dict:
-    """Cost per round of each hand-off, for clusters of 2 to 16 CTAs: the slope of kernel time
-    between two round counts, so launch overhead cancels."""
-    import torch
-    from . import bench
-    require(CLUSTERS, "the barriers benchmark")
-    lo, hi = (100, 1100) if quick else (200, 5200)
-    rows = []
-    out = torch.zeros(1, device="cuda", dtype=torch.int32)
-    for num_ctas in (2, 4, 8, 16):
-        group_all = _layouts(num_ctas)["group_all"]
-        for mode, what in MODES.items():
-            def run(n):
-                return bench.time_ms(lambda: barrier_cost_kernel[(1,)](out, n, MODE=mode, group_all=group_all,
-                                                                      num_warps=1, num_ctas=num_ctas),
-                                     cudagraph=False)
-            t_lo, t_hi = run(lo), run(hi)
-            ns = (t_hi - t_lo) * 1e6 / (hi - lo)
-            rows.append([num_ctas, mode, what, round(ns, 1), round(t_lo * 1e3, 2), round(t_hi * 1e3, 2)])
-            log(f"[barriers] {num_ctas:>2} CTAs, {what}: {ns:.0f} ns per round")
-    errors = [[c, ping_pong(c, 1000).sum().item()] for c in (2, 4, 8, 16)]
-    log(f"[barriers] ping-pong errors over 1000 rounds: {errors}")
-    return {"method": {"timer": "do_bench", "statistic": "median",
-                       "cost": f"(t({hi} rounds) - t({lo} rounds)) / {hi - lo}, one cluster, 1 warp per CTA"},
-            "ceilings": {},
-            "columns": ["num_ctas", "mode", "what", "ns_per_round", "us_low_rounds", "us_high_rounds"],
-            "rows": rows, "checks": {"ping_pong_errors_1000_rounds": errors}}
+MODES = {0: "mbarrier inside one CTA", 1: "cross-CTA round, CTA scope (orders no data)", 2: "cluster barrier",
+         3: "relaxed cluster barrier", 4: "cross-CTA round, release/acquire at cluster scope (a data hand-off)",
+         5: "cross-CTA round with fence.acq_rel.cluster (the previous recipe)"}
 
 
 # ------------------------------------------------------------- barriers and warp specialization
@@ -599,11 +412,13 @@ def cluster_barrier_in_partition_kernel(out_ptr, slot: gl.constexpr):
 
 def warp_specialize_spec(kind: str, num_ctas: int = 2) -> lens.KernelSpec:
     """``kind``: "init_inside" (rejected by the compiler) or "cluster_barrier_inside" (compiles)."""
+    validate.one_of(kind, "kind", ("init_inside", "cluster_barrier_inside"))
+    validate.cluster_size(num_ctas)
     fn = {"init_inside": init_inside_partition_kernel,
           "cluster_barrier_inside": cluster_barrier_in_partition_kernel}[kind]
     if kind == "init_inside":
         return lens.KernelSpec(f"warp_specialize_{kind}", fn, {"group_all": "constexpr"},
-                               {"group_all": _layouts(num_ctas)["group_all"]}, {"num_warps": 4, "num_ctas": num_ctas})
+                               {"group_all": cluster_layouts(num_ctas)["group_all"]}, {"num_warps": 4, "num_ctas": num_ctas})
     return lens.KernelSpec(f"warp_specialize_{kind}", fn, {"out_ptr": "*i32", "slot": "constexpr"},
                            {"slot": _slot4(num_ctas)}, {"num_warps": 4, "num_ctas": num_ctas})
 
@@ -611,29 +426,6 @@ def warp_specialize_spec(kind: str, num_ctas: int = 2) -> lens.KernelSpec:
 def _slot4(num_ctas):
     # CTA i holds element i, for the 4 warps of the default partition
     return gl.BlockedLayout([1], [32], [4], [0], cga_layout=[[1 << i] for i in range(log2(num_ctas))])
-
-
-def draw_groups(model: BarrierLayoutModel, ax=None, title: str | None = None):
-    """CTAs as boxes coloured by the barrier they share; the leader of each group is starred."""
-    import matplotlib.pyplot as plt
-    from matplotlib.patches import FancyBboxPatch
-
-    from .layouts import PALETTE
-    ax = ax or plt.subplots(figsize=(0.8 * model.num_ctas + 1, 1.6))[1]
-    for c in range(model.num_ctas):
-        b = model.barrier_of(c)
-        ax.add_patch(FancyBboxPatch((c + 0.08, 0.1), 0.84, 0.8, boxstyle="round,pad=0.02",
-                                    facecolor=PALETTE[b % len(PALETTE)], edgecolor="black", lw=0.6))
-        leader = model.leader(c) == c
-        ax.text(c + 0.5, 0.62, f"CTA {c}", ha="center", va="center", fontsize=8, weight="bold" if leader else None)
-        ax.text(c + 0.5, 0.32, ("* " if leader else "") + f"bar {b}", ha="center", va="center", fontsize=7)
-    ax.set_xlim(0, model.num_ctas)
-    ax.set_ylim(0, 1)
-    ax.axis("off")
-    bases = [list(b) for b in model.bases]
-    ax.set_title(title or f"cga_layout={bases}: {model.num_barriers} barrier(s), groups of "
-                          f"{model.group_size} (* = leader)", fontsize=9)
-    return ax
 
 
 def cluster_barrier_in_partition(num_ctas: int = 2):

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import functools
 
-from . import barriers, clc_matmul, cluster, foundations, hopper_matmul, lens, multicast, softmax, two_cta
+from . import barriers, clc_matmul, foundations, hopper_matmul, lens, multicast, primer, softmax, two_cta
+from .gluon.ring import RELEASE_CLUSTER_BARRIER, RELEASE_GATHER
 
 KERNELS = {   # name: (spec factory, parameter sets the tests compile)
     # Part 0
@@ -20,9 +21,15 @@ KERNELS = {   # name: (spec factory, parameter sets the tests compile)
     "tl_asin": (foundations.asin_spec, [{}]),
     "tl_persistent_matmul": (foundations.persistent_matmul_spec, [{}]),
     "tl_fold": (foundations.fold_spec, [{"stages": None}, {"stages": 3}]),
+    # the Gluon primer
+    "primer_transpose": (primer.transpose_spec, [{"how": how} for how in primer.HOW]),
+    "primer_tma_ring": (primer.tma_ring_spec, [{}, {"stages": 1}, {"stages": 3, "dtype": "float32"}]),
+    "primer_ws_scale": (primer.ws_scale_spec, [{}, {"dtype": "bfloat16"}]),
     # chapter 1
     "softmax": (softmax.softmax_spec, [{"num_ctas": c} for c in (1, 2, 4, 8, 16)]),
     "softmax_two_pass": (softmax.softmax_two_pass_spec, [{"num_ctas": c} for c in (1, 4, 16)]),
+    "softmax_one_round": (softmax.softmax_one_round_spec, [{"num_ctas": c} for c in (2, 4, 16)]
+                          + [{"num_ctas": 4, "dtype": "bfloat16"}, {"num_ctas": 8, "N": 40000}]),
     "softmax_upstream_design": (softmax.upstream_design_spec, [{"num_ctas": 1, "N": 4096}, {}, {"num_ctas": 16,
                                                                                                "N": 262144}]),
     "online_softmax": (softmax.online_softmax_spec, [{}]),
@@ -36,10 +43,10 @@ KERNELS = {   # name: (spec factory, parameter sets the tests compile)
                        [{"num_ctas": c, "multicast": m} for c in (2, 16) for m in (True, False)]),
     "tile_stream": (multicast.tile_stream_spec,
                     [{"num_ctas": 4, "multicast": m, "release": r} for m in (True, False)
-                     for r in (cluster.RELEASE_CLUSTER_BARRIER, cluster.RELEASE_GATHER)]),
+                     for r in (RELEASE_CLUSTER_BARRIER, RELEASE_GATHER)]),
     "hopper_multicast_matmul": (multicast.hopper_multicast_matmul_spec,
                                 [{"num_ctas": c, "release": r} for c in (2, 4)
-                                 for r in (cluster.RELEASE_CLUSTER_BARRIER, cluster.RELEASE_GATHER)]),
+                                 for r in (RELEASE_CLUSTER_BARRIER, RELEASE_GATHER)]),
     "blackwell_multicast_mma": (multicast.blackwell_multicast_mma_spec,
                                 [{}, {"two_ctas": False, "acc_bases": ((1, 0),), "BM": 256}]),
     # chapter 4

@@ -14,10 +14,10 @@ Every barrier is allocated and initialised before ``warp_specialize`` (chapter 2
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
-import multicta_kernels  # noqa: F401
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia import hopper
@@ -27,10 +27,15 @@ from triton.experimental.gluon.language.nvidia.blackwell import (TensorMemoryLay
 from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier, tma
 
 from . import lens
-from .cluster import check_m_split, matmul_spec, nvmma_layout, operand_cga_layouts, prepare_matmul, stage_of
-from .hardware import SMEM_PER_CTA, TCGEN05, TMEM_COLUMNS, log2, require
-from .tile_order import snake_tile
-from .timeline import scope
+from .core import validate
+from .core.dtypes import DTYPES
+from .core.hardware import SMEM_PER_CTA, TCGEN05, TMA_BOX_MAX, TMEM_COLUMNS, log2
+from .gluon.matmul import matmul_spec, options, prepare_matmul, with_defaults
+from .gluon.operands import check_m_split, check_operands, gl_dtype, nvmma_layout, operand_cga_layouts
+from .gluon.ring import stage_of
+from .gluon.scope import scope
+from .gluon.tile_order import snake_tile
+
 
 CLC_SLOTS = gl.constexpr(2)          # CLC answers in flight
 CLC_READERS = gl.constexpr(4)        # scheduler, loader, MMA and epilogue each read every answer
@@ -79,7 +84,11 @@ class Shared:
         mbarrier.wait(self.clc_ready.index(slot), phase)
         answer = clc.load_result(self.clc_result.index(slot))
         mbarrier.arrive(self.clc_empty.index(slot))          # local: this CTA's reader is done
-        return answer.is_canceled(), answer.program_id(0)
+        canceled = answer.is_canceled()
+        lin = gl.to_tensor(-1)                               # no tile: the loop ends on `canceled`
+        if canceled:                                         # a failed answer's ctaid is undefined (PTX ISA,
+            lin = answer.program_id(0)                       # query_cancel): read it only on success
+        return canceled, lin
 
 
 @gluon.jit
@@ -91,8 +100,10 @@ def scheduler_partition(p):
         with scope("ask", p.INSTRUMENT):
             mbarrier.wait(p.clc_empty.index(slot), phase ^ 1)               # my CTA's readers freed it
             # Every CTA's readers, not only CTA 0's: the answer lands in every CTA's slot. A rendezvous
-            # of the schedulers at cluster scope (3.9 lowers it to a cross-CTA mbarrier hand-shake, and
-            # fences the generic reads before the async-proxy write of the next answer).
+            # of the schedulers at cluster scope (3.9 lowers it to a cross-CTA mbarrier hand-shake). The
+            # fence.proxy.async.shared::cluster before try_cancel is not this barrier's: Triton's proxy-fence
+            # pass puts it there because load_result read the slot (generic proxy) that try_cancel now
+            # writes (async proxy); a copy without the barrier has it too (answer_reuse_kernel shows why).
             hopper.cluster.barrier()
             mbarrier.expect(p.clc_ready.index(slot), 16)                     # every CTA gets the 16 bytes
             clc.try_cancel(p.clc_result.index(slot), p.clc_ready.index(slot))   # CTA 0 asks, all receive
@@ -124,6 +135,13 @@ def load_partition(p):
             it += 1
         has_work, lin = p.next_tile(i)
         i += 1
+    # Producer tail. Nobody waits for the commits that free the last STAGES stages, and at 4 CTAs
+    # the other pair's MMA commits into this CTA's load_empty too. The exit cluster barrier orders
+    # threads, not tcgen05.commit arrivals still in flight: wait them out, so none lands in a CTA
+    # that has exited (CUTLASS's producer_tail). A stage never filled passes on its fresh barrier.
+    for j in gl.static_range(p.STAGES):
+        s, phase = stage_of(it + j, p.STAGES)
+        mbarrier.wait(p.load_empty.index(s), phase ^ 1)
 
 
 @gluon.jit
@@ -150,6 +168,11 @@ def mma_partition(p):
         t += 1
         has_work, _ = p.next_tile(i)
         i += 1
+    # Producer tail of the accumulators: wait for both epilogues' last releases (the pair's leader
+    # waits; in the other CTA this is no wait), so no arrival is owed to this CTA when it exits.
+    for j in gl.static_range(p.ACC_STAGES):
+        a, acc_phase = stage_of(t + j, p.ACC_STAGES)
+        mbarrier.wait(p.acc_empty.index(a), acc_phase ^ 1)
 
 
 @gluon.jit
@@ -221,10 +244,43 @@ def clc_matmul_kernel(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr, ACC
                         (scheduler_partition, (p,))], [1, 1, 1], [48, 48, 48])
 
 
-# -------------------------------------------------------------------------------- host wrapper
+# ------------------------------------------- where the fence before try_cancel comes from: lens only
 
-CONFIG = dict(block_m=128, block_n=256, block_k=64, stages=6, acc_stages=2, epilogue_n=32, minor_dim=0,
-              tile_width=16, cga_layout=((1, 0),), instrument=False)
+@gluon.jit
+def answer_reuse_kernel(out_ptr, answer_layout: gl.constexpr, SAME_SLOT: gl.constexpr):
+    """Two CLC requests; the second writes its answer into the slot the first answer was read from
+    (SAME_SLOT) or into the other one. Lens only, never launched (it would cancel clusters of nobody's
+    grid): it shows that Triton fences the async proxy before a try_cancel exactly when a generic read
+    of that slot (load_result) comes before it, with or without any cluster barrier."""
+    result = gl.allocate_shared_memory(gl.int64, [2, 2], answer_layout)
+    ready = mbarrier.allocate_mbarrier(batch=2)
+    mbarrier.init(ready.index(0), count=1)
+    mbarrier.init(ready.index(1), count=1)
+    mbarrier.expect(ready.index(0), 16)
+    clc.try_cancel(result.index(0), ready.index(0))
+    mbarrier.wait(ready.index(0), 0)
+    first = clc.load_result(result.index(0))          # a generic-proxy read of slot 0
+    slot: gl.constexpr = 0 if SAME_SLOT else 1
+    mbarrier.expect(ready.index(1), 16)
+    clc.try_cancel(result.index(slot), ready.index(1))  # an async-proxy write of slot 0 or 1
+    mbarrier.wait(ready.index(1), 0)
+    second = clc.load_result(result.index(slot))
+    gl.store(out_ptr, first.is_canceled().to(gl.int32) + second.is_canceled().to(gl.int32))
+
+
+def answer_reuse_spec(same_slot: bool = True, num_ctas: int = 2) -> lens.KernelSpec:
+    """The lens spec of ``answer_reuse_kernel`` on a cluster of ``num_ctas`` (every CTA holds the answer)."""
+    validate.boolean(same_slot, "same_slot")
+    validate.cluster_size(num_ctas)
+    answer = gl.SwizzledSharedLayout(1, 1, 1, [0], cga_layout=[[0]] * log2(num_ctas))
+    return lens.KernelSpec("answer_reuse", answer_reuse_kernel, {"out_ptr": "*i32", "answer_layout": "constexpr",
+                                                                  "SAME_SLOT": "constexpr"},
+                           {"answer_layout": answer, "SAME_SLOT": same_slot}, {"num_warps": 4, "num_ctas": num_ctas},
+                           targets=("sm_100a",), expect=("clusterlaunchcontrol.try_cancel",))
+
+
+
+
 # Bytes of proton's per-CTA record buffer when CONFIG is timed: its default buffer does not fit beside the
 # 6-stage ring in a Blackwell CTA's shared memory (tests/test_timeline.py checks both facts).
 TIMELINE_BUFFER = 16384
@@ -232,18 +288,20 @@ TIMELINE_BUFFER = 16384
 
 @dataclass(frozen=True)
 class ClcPlan:
-    """A validated configuration and everything built from it: what the launch and the lens spec use."""
+    """A validated configuration and everything built from it: what the launch and the lens spec use. Its fields
+    after ``dtype`` are the options of ``clc_matmul`` and ``prepare`` with their defaults, the one list of them:
+    ``CONFIG`` is read from it and :func:`plan` checks names against it."""
     dtype: object
-    block_m: int          # rows per CTA (the MMA's M)
-    block_n: int
-    block_k: int
-    stages: int
-    acc_stages: int
-    epilogue_n: int
-    minor_dim: int
-    tile_width: int
-    cga_layout: tuple     # the accumulator's bases: (1, 0) first (the 2-CTA pair), then more M splits
-    instrument: bool = False  # timeline scopes compiled in
+    block_m: int = 128               # rows per CTA (the MMA's M)
+    block_n: int = 256
+    block_k: int = 64
+    stages: int = 6                  # depth of the TMA ring
+    acc_stages: int = 2              # tensor-memory accumulators (double-buffered)
+    epilogue_n: int = 32             # width of the epilogue's store slices
+    minor_dim: int = 0               # planar-snake tile order: the minor dimension ...
+    tile_width: int = 16             # ... and the width of its bands
+    cga_layout: tuple = ((1, 0),)    # the accumulator's bases: (1, 0) first (the 2-CTA pair), then more M splits
+    instrument: bool = False         # timeline scopes compiled in
 
     @property
     def num_ctas(self) -> int:
@@ -281,35 +339,51 @@ class ClcPlan:
                     TILE_WIDTH=self.tile_width, acc_layout=acc, answer_layout=answer, INSTRUMENT=self.instrument)
 
 
-def plan(M, N, K, dtype, block_m, block_n, block_k, stages, acc_stages, epilogue_n, minor_dim, tile_width,
-         cga_layout, instrument=False) -> ClcPlan:
-    """Validate a configuration for an (M, N, K) problem; raises ValueError naming what to change."""
-    acc = tuple(tuple(b) for b in cga_layout)
+def _power_of_two(n) -> bool:
+    return isinstance(n, int) and not isinstance(n, bool) and n > 0 and not n & (n - 1)
+
+
+def plan(M, N, K, dtype, **options) -> ClcPlan:
+    """Validate a configuration for an (M, N, K) problem; raises ValueError naming what to change. ``options``
+    are fields of :class:`ClcPlan` (the others keep their defaults); another name is a TypeError."""
+    p = ClcPlan(dtype, **with_defaults(options, CONFIG, "clc_matmul"))
+    validate.one_of(p.block_m, "block_m", (64, 128), " (the per-CTA MMA M)")
+    validate.one_of(p.block_k, "block_k", (32, 64), " (a 64- or 128-byte swizzled row)")
+    validate.count(p.stages, "stages", high=16)
+    validate.count(p.acc_stages, "acc_stages", high=4)
+    validate.one_of(p.minor_dim, "minor_dim", (0, 1))
+    validate.count(p.tile_width, "tile_width", high=1 << 16)
+    validate.boolean(p.instrument, "instrument")
+    validate.integer(p.block_n, "block_n")
+    validate.integer(p.epilogue_n, "epilogue_n")
+    validate.bases(p.cga_layout, "cga_layout", rank=2)
+    validate.cluster_size(1 << len(p.cga_layout), "1 << len(cga_layout)", low=2)
+    acc = tuple(tuple(b) for b in p.cga_layout)
     if not acc or acc[0] != (1, 0):
-        raise ValueError(f"cga_layout must start with (1, 0): the 2-CTA pair splits M; got {list(cga_layout)}")
+        raise ValueError(f"cga_layout must start with (1, 0): the 2-CTA pair splits M; got {list(p.cga_layout)}")
     check_m_split(acc, "clc_matmul")
     operand_cga_layouts(acc, two_ctas=True)                        # validates the bases
-    if block_m not in (64, 128):
-        raise ValueError(f"block_m is the per-CTA MMA M: 64 or 128, got {block_m}")
-    if block_n % 8 or block_n > 256:
-        raise ValueError(f"block_n = {block_n} must be a multiple of 8 with at most 256 columns per CTA")
-    if acc_stages * block_n > TMEM_COLUMNS:
-        raise ValueError(f"{acc_stages} accumulators of {block_n} fp32 columns exceed the {TMEM_COLUMNS} columns "
+    # block_n and epilogue_n are TMA boxes (B's and C's): powers of two of at most TMA_BOX_MAX, as Triton's
+    # TensorDescriptor and operands.check_tma_tensor require; 16 is the narrowest B a 2-CTA MMA reads (8 per CTA).
+    if not _power_of_two(p.block_n) or not 16 <= p.block_n <= TMA_BOX_MAX:
+        raise ValueError(f"block_n must be a power of two from 16 to {TMA_BOX_MAX} (a TMA box of B, at most "
+                         f"{TMA_BOX_MAX} tensor-memory columns per CTA), got {p.block_n!r}")
+    if p.acc_stages * p.block_n > TMEM_COLUMNS:
+        raise ValueError(f"{p.acc_stages} accumulators of {p.block_n} fp32 columns exceed the {TMEM_COLUMNS} columns "
                          "of tensor memory")
-    if block_n % epilogue_n or epilogue_n % 8:
-        raise ValueError(f"epilogue_n = {epilogue_n} must divide block_n = {block_n} and be a multiple of 8")
-    if block_k not in (32, 64):
-        raise ValueError(f"block_k must be 32 or 64 (a 64- or 128-byte swizzled row), got {block_k}")
-    if minor_dim not in (0, 1) or tile_width < 1:
-        raise ValueError("minor_dim must be 0 or 1 and tile_width at least 1")
+    if not _power_of_two(p.epilogue_n) or not 8 <= p.epilogue_n <= p.block_n:
+        raise ValueError(f"epilogue_n must be a power of two from 8 to block_n = {p.block_n} (a TMA box of C that "
+                         f"divides the tile), got {p.epilogue_n!r}")
     if K < 1 or K % 8 or N % 8:
         raise ValueError(f"K and N must be positive multiples of 8 (16-byte aligned rows for TMA), got K={K}, N={N}")
-    p = ClcPlan(dtype, block_m, block_n, block_k, stages, acc_stages, epilogue_n, minor_dim, tile_width, acc,
-                instrument)
+    p = dataclasses.replace(p, cga_layout=acc)
     if p.smem_bytes > SMEM_PER_CTA:
-        raise ValueError(f"{stages} stages need about {p.smem_bytes // 1024} KiB of shared memory per CTA (at most "
+        raise ValueError(f"{p.stages} stages need about {p.smem_bytes // 1024} KiB of shared memory per CTA (at most "
                          f"{SMEM_PER_CTA // 1024} KiB); lower stages, block_k or block_n")
     return p
+
+
+CONFIG = options(ClcPlan)      # the options and their defaults, read from the plan's fields
 
 
 def prepare(a, b, out=None, *, kernel=None, **config):
@@ -317,7 +391,8 @@ def prepare(a, b, out=None, *, kernel=None, **config):
     then lets running clusters take the tiles of clusters that have not started), and return
     ``launch()``, which only launches (what a benchmark should time: the timer then sees the GPU, not
     the Python front). Triton's JIT compiles the kernel at the first ``launch()`` and finds it in its
-    cache after that. ``launch.grid`` is the number of clusters.
+    cache after that. ``launch.grid`` is the number of clusters; ``launch.compile()`` compiles without launching
+    and returns the compiled kernel.
 
     ``kernel`` launches another ``@gluon.jit`` function with ``clc_matmul_kernel``'s parameters instead
     (a copy you changed, as in chapter 5's "Change it and see"). Options: see CONFIG and ``clc_matmul``."""
@@ -328,8 +403,9 @@ def prepare(a, b, out=None, *, kernel=None, **config):
     if kernel.arg_names != clc_matmul_kernel.arg_names:
         raise ValueError(f"kernel must take clc_matmul_kernel's parameters {clc_matmul_kernel.arg_names}, "
                          f"got {kernel.arg_names}")
-    call = prepare_matmul(a, b, out, config, CONFIG, plan, TCGEN05, "clc_matmul")
-    p = call.plan
+    M, N, K = check_operands(a, b)
+    p = plan(M, N, K, gl_dtype(a), **config)
+    call = prepare_matmul(a, b, out, p, TCGEN05, "clc_matmul")
     tiles = math.ceil(call.M / p.tile_m) * math.ceil(call.N / p.block_n)
     args = dict(a_desc=call.a_desc, b_desc=call.b_desc, c_desc=call.c_desc, M=call.M, N=call.N, K=call.K,
                 **p.constexprs())
@@ -340,7 +416,12 @@ def prepare(a, b, out=None, *, kernel=None, **config):
     def launch():
         run(*args, num_warps=4, num_ctas=p.num_ctas)
         return out
+
+    def compile():
+        """The kernel compiled for this launch (Triton's warm-up: nothing runs), e.g. for occupancy.max_clusters."""
+        return kernel.warmup(*args, grid=(tiles,), num_warps=4, num_ctas=p.num_ctas)
     launch.grid = tiles
+    launch.compile = compile
     return launch
 
 
@@ -352,7 +433,8 @@ def clc_matmul(a, b, out=None, **config):
 
 
 def clc_matmul_spec(dtype: str = "float16", **config):
-    p = plan(8192, 8192, 4096, lens.DTYPES[dtype].gl, **{**CONFIG, **config})
+    dtype = validate.dtype(dtype)
+    p = plan(8192, 8192, 4096, DTYPES[dtype].gl, **config)
     return matmul_spec("clc_matmul", clc_matmul_kernel, p, 4, ("sm_100a",),
                        ("clusterlaunchcontrol.try_cancel", "multicast::cluster::all", "tcgen05.mma.cta_group::2",
                         "cp.async.bulk.tensor", ".reqnctapercluster"))
@@ -407,23 +489,3 @@ def makespan(durations, workers: int, dynamic: bool, speeds=None) -> float:
 # ---------------------------------------------------------------------------------- benchmark
 
 VARIANTS = {"clc_2cta": dict(cga_layout=((1, 0),)), "clc_4cta": dict(cga_layout=((1, 0), (2, 0)))}
-
-
-def benchmark(quick: bool = False, log=print) -> dict:
-    """TFLOP/s at M = N = 8192 for K = 512 ... 16384 against cuBLAS (Triton's CublasLt binding)
-    and torch.matmul, fp16, for each cga_layout (VARIANTS); on Blackwell only. The timer sees
-    ``prepare``'s ``launch()`` (validation and descriptors done once, then Triton's JIT launch), as
-    chapter 6's benchmark times ``hopper_matmul.prepare``'s."""
-    from . import bench
-    require(TCGEN05, "the clc-matmul benchmark")
-    variants = {name: (lambda a, b, c, cfg=cfg: prepare(a, b, c, **cfg)) for name, cfg in VARIANTS.items()}
-    ks = [512, 4096] if quick else [512, 1024, 2048, 4096, 8192, 16384]
-    columns, rows = bench.matmul_sweep(variants, [(8192, 8192, k) for k in ks], log, "clc-matmul")
-    config = {k: (list(v) if isinstance(v, tuple) else v) for k, v in CONFIG.items()}
-    return {"method": {"timer": "do_bench", "statistic": f"median; best of {bench.SWEEP_PASSES} passes",
-                       "passes": bench.SWEEP_METHOD, "dtype": "float16", "M": 8192, "N": 8192,
-                       "config": config,
-                       "launch": "prepare(): validated and descriptors built once; the timer sees Triton's JIT launch",
-                       "variants": {n: {k: [list(b) for b in v] for k, v in cfg.items()} for n, cfg in VARIANTS.items()}},
-            "ceilings": {"cublas_fp16_tflops": {f"8192x8192x{r[2]}": r[-2] for r in rows}},
-            "columns": columns, "rows": rows}

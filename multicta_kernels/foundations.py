@@ -11,12 +11,12 @@ from __future__ import annotations
 import contextlib
 import os
 
-import multicta_kernels  # noqa: F401
 import triton
 import triton.language as tl
 
 from . import lens
-from .hardware import CLUSTERS, CUDA, has, require
+from .core import validate
+from .core.hardware import CLUSTERS, CUDA, has, require
 
 
 @contextlib.contextmanager
@@ -52,7 +52,9 @@ def kernel(fn=None, **jit_kwargs):
     return wrap(fn) if fn is not None else wrap
 
 
-def device() -> str:
+def torch_device() -> str:
+    """Where Part 0's tensors live: "cuda" on a GPU, "cpu" under Triton's interpreter (not `hardware.device()`,
+    which says which GPU this is)."""
     return "cuda" if on_gpu() else "cpu"
 
 
@@ -70,9 +72,11 @@ def programs_demo(n: int = 10, block: int = 4, kernel=None):
     """Which program writes each element, for n elements in blocks of ``block``; -1 = nobody.
     The output has room for the whole last block, so the masked lanes are visible. ``kernel`` is any
     kernel with ``where_am_i_kernel``'s arguments (your own copy, say); by default that kernel."""
+    validate.count(block, "block", high=1 << 16)      # a power of two: Triton says so (Part 0 invites it)
+    validate.count(n, "n", high=1 << 20)
     import torch
     grid = triton.cdiv(n, block)
-    out = torch.full((grid * block,), -1, dtype=torch.int32, device=device())
+    out = torch.full((grid * block,), -1, dtype=torch.int32, device=torch_device())
     (kernel or where_am_i_kernel)[(grid,)](out, n, BLOCK=block)
     return grid, out.cpu().tolist()
 
@@ -88,7 +92,7 @@ def grid_demo(grid):
     """Run a 1-, 2- or 3-D grid; return each program's (axis 0, 1, 2) ids, flattened axis-0 fastest."""
     import torch
     g = tuple(grid) + (1,) * (3 - len(grid))
-    out = torch.full((g[0] * g[1] * g[2],), -1, dtype=torch.int32, device=device())
+    out = torch.full((g[0] * g[1] * g[2],), -1, dtype=torch.int32, device=torch_device())
     grid_ids_kernel[tuple(grid)](out)
     return [(v // 100, v // 10 % 10, v % 10) for v in out.cpu().tolist()]
 
@@ -103,6 +107,8 @@ def scale_kernel(x_ptr, y_ptr, n, alpha, BLOCK: tl.constexpr):
 
 
 def scale(x, alpha: float, block: int = 1024):
+    validate.count(block, "block", high=1 << 16)      # a power of two: Triton says so (Part 0 invites it)
+    validate.finite(alpha, "alpha")
     import torch
     if not isinstance(x, torch.Tensor) or not x.is_floating_point():
         raise TypeError("scale needs a floating-point torch.Tensor")
@@ -131,7 +137,7 @@ def _doubling():
     return TritonDouble
 
 
-def seed_autograd_example(x_value: float = 5.0, target: float = 100.0, weight: float = 3.0, use_triton=True):
+def autograd_example(x_value: float = 5.0, target: float = 100.0, weight: float = 3.0, use_triton=True):
     """out = double(x) * w, loss = (out - target)^2. Returns (dloss/dx, dloss/dw)."""
     import torch
 
@@ -148,8 +154,8 @@ def seed_autograd_example(x_value: float = 5.0, target: float = 100.0, weight: f
             return grad_out * ctx.factor
 
     fn = _doubling() if use_triton else Double
-    x = torch.tensor([x_value], requires_grad=True, device=device())
-    w = torch.tensor([weight], requires_grad=True, device=device())
+    x = torch.tensor([x_value], requires_grad=True, device=torch_device())
+    w = torch.tensor([weight], requires_grad=True, device=torch_device())
     loss = ((fn.apply(x) * w - target) ** 2).sum()
     loss.backward()
     return x.grad.item(), w.grad.item()
@@ -167,6 +173,9 @@ def tma_scale_kernel(a_ptr, b_desc, M, N, BM: tl.constexpr, BN: tl.constexpr):
 
 
 def tma_double(a, bm: int = 32, bn: int = 32):
+    validate.tensor(a, "a")
+    validate.power_of_two(bm, "bm", 1, 256)
+    validate.power_of_two(bn, "bn", 8, 256, " (16-byte TMA rows)")
     import torch
     from triton.tools.tensor_descriptor import TensorDescriptor
     if a.dim() != 2 or a.stride(1) != 1 or (a.stride(0) * a.element_size()) % 16:
@@ -226,18 +235,24 @@ def num_sms() -> int:
     import torch
     if on_gpu():
         return torch.cuda.get_device_properties(0).multi_processor_count
-    from . import bench
+    from .results import store
     try:
-        props = dict(bench.load("h200/device.json")["rows"])
+        props = dict(store.load("h200/device.json")["rows"])
     except FileNotFoundError:
         raise FileNotFoundError("no GPU here and no recorded device properties: record them on a GPU with "
-                                "python -m multicta_kernels.bench device --out results/h200/device.json") from None
+                                "python -m multicta_kernels.cli.bench device --out results/h200/device.json") from None
     return int(props["multi_processor_count"])
 
 
 def persistent_matmul(a, b, *, bm=32, bn=32, bk=32, group_m=4, programs: int | None = None):
     """C = A @ B (fp32 accumulate) with a persistent grid of min(SMs, tiles) programs."""
     import torch
+    validate.tensor(a, "a")
+    validate.tensor(b, "b")
+    for name, v in (("bm", bm), ("bn", bn), ("bk", bk)):
+        validate.power_of_two(v, name, 16, 256, " (tl.dot takes blocks of 16 and more)")
+    validate.count(group_m, "group_m", high=1 << 16)
+    validate.optional_count(programs, "programs", high=1 << 20)
     if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
         raise ValueError(f"need (M, K) @ (K, N), got {tuple(a.shape)} @ {tuple(b.shape)}")
     a, b = a.contiguous(), b.contiguous()
@@ -286,6 +301,9 @@ def fold_kernel(x_ptr, out_ptr, M, K, BLOCK_M: tl.constexpr, BK: tl.constexpr, S
 
 def fold(x, bk: int = 64, block_m: int = 16, stages: int | None = None):
     """Each row of the fp32 matrix ``x`` folded into ``bk`` partial sums (their total is the row's sum)."""
+    validate.power_of_two(bk, "bk", 16, 1024)
+    validate.power_of_two(block_m, "block_m", 1, 1024)
+    validate.optional_count(stages, "stages", high=8)
     import torch
     if not isinstance(x, torch.Tensor) or x.dim() != 2 or x.dtype != torch.float32:
         raise TypeError("fold needs a 2-D float32 torch.Tensor")
@@ -397,9 +415,8 @@ def asin_polynomial(ptx: str) -> dict:
     the ``rsqrt`` lines; ``excerpt``, the constants' ``mov`` lines and the chain; and ``taylor``, the
     Taylor series coefficients of (asin(x) - x) / x^3 in t = x^2, as many as ``coeffs``."""
     import math
-    from . import lens as _lens
     const, movs, fmas, cuts, rsqrts = {}, {}, [], set(), []
-    for _, op, line in _lens.instructions(ptx):
+    for _, op, line in lens.instructions(ptx):
         if " " not in line.strip():
             continue
         dst, *args = [t.strip(" ;") for t in line.split(None, 1)[1].split(",")]
@@ -431,35 +448,3 @@ def asin_polynomial(ptx: str) -> dict:
                                   if a[0] in const and a[1] in const and a[0] != a[1]],
             "rsqrt": rsqrts,
             "excerpt": "\n".join([movs[r] for r in used] + [line for *_, line in chain])}
-
-
-# --------------------------------------------------------------------------- device properties
-
-PROPERTIES = ["name", "multi_processor_count", "max_threads_per_multi_processor", "regs_per_multiprocessor",
-              "warp_size", "shared_memory_per_block", "shared_memory_per_block_optin",
-              "shared_memory_per_multiprocessor", "L2_cache_size", "total_memory", "clock_rate",
-              "memory_clock_rate", "memory_bus_width"]
-
-
-def device_properties(quick: bool = False, log=print) -> dict:
-    """The GPU's hierarchy as the driver reports it, with the copy and cuBLAS ceilings of the same
-    run: recorded so the CPU build of Part 0 can show real numbers."""
-    import torch
-    from . import bench
-    props = torch.cuda.get_device_properties(0)
-    rows = [[k, getattr(props, k)] for k in PROPERTIES if hasattr(props, k)]
-    drv = triton.runtime.driver.active.utils.get_device_properties(0)
-    rows += [[f"triton_{k}", v] for k, v in sorted(drv.items())]
-    for k, v in rows:
-        log(f"[device] {k} = {v}")
-    copy = bench.copy_ceiling_gbps()
-    blas = bench.cublas_tflops()
-    torch_mm = bench.tflops(8192, 8192, 8192, bench.time_ms(
-        lambda a=torch.randn(8192, 8192, device="cuda", dtype=torch.float16),
-        b=torch.randn(8192, 8192, device="cuda", dtype=torch.float16): a @ b, cudagraph=False, rep=200))
-    log(f"[device] copy {copy:.0f} GB/s, cuBLAS fp16 {blas:.0f} TFLOP/s, torch.matmul fp16 {torch_mm:.0f} TFLOP/s")
-    return {"method": {"timer": "do_bench", "statistic": "median", "source": "torch.cuda.get_device_properties "
-                       "and triton.runtime.driver.active.utils.get_device_properties"},
-            "ceilings": {"copy_gbps": round(copy, 1), "cublas_fp16_tflops": {"8192x8192x8192": round(blas, 1)},
-                         "torch_matmul_fp16_tflops": {"8192x8192x8192": round(torch_mm, 1)}},
-            "columns": ["property", "value"], "rows": rows}

@@ -18,22 +18,25 @@ Two kernels, so the chapter's ablation can add one idea at a time:
 """
 from __future__ import annotations
 
+import dataclasses
 import math
+import statistics
 from dataclasses import dataclass
 
-import multicta_kernels  # noqa: F401
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia import hopper
 from triton.experimental.gluon.language.nvidia.hopper import CachePolicy, FractionalEvictionPolicy, mbarrier, tma
 
-from . import lens
-from .cluster import (RELEASE_GATHER, RELEASE_NONE, check_operands, group_barrier_layout, matmul_spec, max_clusters,
-                      nvmma_layout, operand_cga_layouts, prepare_matmul, release, ring_barriers, stacked_along_m,
-                      stage_of)
-from .hardware import SMEM_PER_CTA, WGMMA, require
-from .timeline import scope
-from .tile_order import snake_tile
+from .core import validate
+from .core.dtypes import DTYPES
+from .core.hardware import SMEM_PER_CTA, WGMMA
+from .core.occupancy import max_clusters
+from .gluon.matmul import matmul_spec, options, prepare_matmul, with_defaults
+from .gluon.operands import check_operands, gl_dtype, nvmma_layout, operand_cga_layouts, stacked_along_m
+from .gluon.ring import RELEASE_GATHER, RELEASE_NONE, group_barrier_layout, release, ring_barriers, stage_of
+from .gluon.scope import scope
+from .gluon.tile_order import snake_tile
 
 
 @gluon.aggregate
@@ -268,13 +271,10 @@ def hopper_matmul_kernel(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr, 
                             (consumer_partition, (r, c_smem, turn, acc_layout, 1, 2, SPLIT, STORE_POLICY))], [4, 4], [232, 232])
 
 
-# ------------------------------------------------------------------------------------------ host
-
 # Defaults: the configuration that was fastest at most shapes measured on the H200 (results/h200/hopper_matmul*.json,
 # chapter 6 counts them): one CTA per cluster. num_ctas=2 or 4 multicasts B; without warp specialisation it cuts L2
 # traffic, and it was faster than one CTA only at a few shapes, none of them in both recorded runs.
-CONFIG = dict(block_m=128, block_n=256, block_k=64, stages=3, num_ctas=1, minor_dim=0, tile_width=8,
-              epilogue_n=None, consumers=1, warp_specialize=True, persistent=True, l2_hints=False, instrument=False)
+# (The defaults are HopperPlan's field defaults below; CONFIG is read from them.)
 # L2 eviction hints (l2_hints=True): A and B are read again by other tiles, so their loads are marked evict_last;
 # each C tile is written once, so its stores are marked evict_first and do not push A and B out of L2.
 EVICT_LAST = CachePolicy(l2=FractionalEvictionPolicy("evict_last", 1.0))
@@ -283,19 +283,21 @@ EVICT_FIRST = CachePolicy(l2=FractionalEvictionPolicy("evict_first", 1.0))
 
 @dataclass(frozen=True)
 class HopperPlan:
-    """A validated configuration and everything built from it: what the launch and the lens spec use."""
+    """A validated configuration and everything built from it: what the launch and the lens spec use. Its fields
+    after ``dtype`` are the options of ``hopper_matmul`` and ``prepare`` with their defaults, the one list of
+    them: ``CONFIG`` is read from it and :func:`plan` checks names against it."""
     dtype: object
-    block_m: int
-    block_n: int
-    block_k: int
-    stages: int
-    num_ctas: int
-    minor_dim: int
-    tile_width: int
-    epilogue_n: int
-    consumers: int
-    warp_specialize: bool
-    persistent: bool
+    block_m: int = 128              # rows of the output tile per CTA: 64 or 128 (one or two warpgroups)
+    block_n: int = 256
+    block_k: int = 64
+    stages: int = 3                 # depth of the TMA ring
+    num_ctas: int = 1               # CTAs per cluster, stacked along M, sharing B by multicast
+    minor_dim: int = 0              # planar-snake tile order: the minor dimension ...
+    tile_width: int = 8             # ... and the width of its bands
+    epilogue_n: int | None = None   # width of the epilogue's store slices (None: block_n, one slice)
+    consumers: int = 1              # 2: two consumer warpgroups take turns (ping-pong)
+    warp_specialize: bool = True    # a producer warp and consumer warps (False: the pipelined kernel)
+    persistent: bool = True         # as many clusters as fit at once (False: one per tile)
     l2_hints: bool = False          # evict_last on the A and B loads, evict_first on the C stores
     instrument: bool = False        # timeline scopes compiled in (warp-specialised kernel)
 
@@ -348,36 +350,39 @@ class HopperPlan:
         return dict(meta, RELEASE=RELEASE_GATHER if self.num_ctas > 1 else RELEASE_NONE)
 
 
-def plan(M, N, K, dtype, block_m, block_n, block_k, stages, num_ctas, minor_dim, tile_width, epilogue_n,
-         consumers, warp_specialize, persistent, l2_hints=False, instrument=False) -> HopperPlan:
-    """Validate a configuration for an (M, N, K) problem; raises ValueError naming what to change."""
-    if not isinstance(num_ctas, int) or num_ctas not in (1, 2, 4):
-        raise ValueError(f"num_ctas must be 1, 2 or 4 (CTAs stacked along M sharing B), got {num_ctas!r}")
-    if block_m not in (64, 128):
-        raise ValueError(f"block_m must be 64 or 128 (one or two warpgroups per tile), got {block_m}")
-    if block_n & (block_n - 1) or not 8 <= block_n <= 256:
-        raise ValueError(f"block_n must be a power of two from 8 to 256 (one wgmma; a TMA box), got {block_n}")
-    if block_k not in (32, 64):
-        raise ValueError(f"block_k must be 32 or 64, got {block_k}")
-    if consumers not in (1, 2) or (consumers == 2 and (block_m * block_n > 128 * 128 or not warp_specialize)):
+def plan(M, N, K, dtype, **options) -> HopperPlan:
+    """Validate a configuration for an (M, N, K) problem; raises ValueError naming what to change. ``options``
+    are fields of :class:`HopperPlan` (the others keep their defaults); another name is a TypeError."""
+    p = HopperPlan(dtype, **with_defaults(options, CONFIG, "hopper_matmul"))
+    validate.one_of(p.block_m, "block_m", (64, 128), " (one or two warpgroups per tile)")
+    validate.one_of(p.block_k, "block_k", (32, 64))
+    validate.integer(p.block_n, "block_n")
+    validate.count(p.stages, "stages", high=16)
+    validate.one_of(p.num_ctas, "num_ctas", (1, 2, 4), " (CTAs stacked along M sharing B)")
+    validate.one_of(p.minor_dim, "minor_dim", (0, 1))
+    validate.count(p.tile_width, "tile_width", high=1 << 16)
+    validate.optional_count(p.epilogue_n, "epilogue_n", high=256)
+    validate.one_of(p.consumers, "consumers", (1, 2))
+    for flag in ("warp_specialize", "persistent", "l2_hints", "instrument"):
+        validate.boolean(getattr(p, flag), flag)
+    if p.block_n & (p.block_n - 1) or not 8 <= p.block_n <= 256:
+        raise ValueError(f"block_n must be a power of two from 8 to 256 (one wgmma; a TMA box), got {p.block_n}")
+    if p.consumers == 2 and (p.block_m * p.block_n > 128 * 128 or not p.warp_specialize):
         raise ValueError("consumers must be 1, or 2 (ping-pong: one warpgroup per tile, so block_m * block_n at "
                          "most 128 * 128 registers' worth, and warp_specialize=True)")
-    epilogue_n = epilogue_n or block_n
-    if block_n % epilogue_n or block_n // epilogue_n not in (1, 2, 4, 8) or epilogue_n % 8:
-        raise ValueError(f"epilogue_n = {epilogue_n} must be block_n / 1, 2, 4 or 8 (got block_n = {block_n})")
+    p = dataclasses.replace(p, epilogue_n=p.epilogue_n or p.block_n)
+    if p.block_n % p.epilogue_n or p.block_n // p.epilogue_n not in (1, 2, 4, 8) or p.epilogue_n % 8:
+        raise ValueError(f"epilogue_n = {p.epilogue_n} must be block_n / 1, 2, 4 or 8 (got block_n = {p.block_n})")
     if K < 1 or K % 8 or N % 8:
         raise ValueError(f"K and N must be positive multiples of 8 (16-byte aligned rows for TMA), got K={K}, N={N}")
-    if minor_dim not in (0, 1) or tile_width < 1:
-        raise ValueError("minor_dim must be 0 or 1 and tile_width at least 1")
-    if not isinstance(l2_hints, bool):
-        raise ValueError(f"l2_hints must be True or False, got {l2_hints!r}")
-    p = HopperPlan(dtype, block_m, block_n, block_k, stages, num_ctas, minor_dim, tile_width, epilogue_n, consumers,
-                   warp_specialize, persistent, l2_hints, instrument)
-    if stages < 2 or p.smem_bytes > SMEM_PER_CTA:
-        raise ValueError(f"{stages} stages need {p.smem_bytes // 1024} KiB of shared memory per CTA (at most "
+    if p.stages < 2 or p.smem_bytes > SMEM_PER_CTA:
+        raise ValueError(f"{p.stages} stages need {p.smem_bytes // 1024} KiB of shared memory per CTA (at most "
                          f"{SMEM_PER_CTA // 1024} KiB, at least 2 stages): use fewer stages, a smaller "
                          "epilogue_n or a smaller block_n")
     return p
+
+
+CONFIG = options(HopperPlan)      # the options and their defaults, read from the plan's fields
 
 
 # With no options, the wrapper picks by K (pick_config). At short K a tile is only a few K steps and its epilogue
@@ -399,12 +404,10 @@ def prepare(a, b, out=None, *, programs: int | None = None, **config):
     which only launches (what a benchmark should time: the timer then sees the GPU, not the Python front).
     ``launch.grid`` is the number of clusters. Options: see CONFIG and ``hopper_matmul``; with none,
     ``pick_config(K)`` chooses."""
-    if programs is not None and (not isinstance(programs, int) or isinstance(programs, bool) or programs < 1):
-        raise ValueError(f"programs must be a positive int, got {programs!r}")
-    if not config:
-        config = pick_config(check_operands(a, b)[2])
-    call = prepare_matmul(a, b, out, config, CONFIG, plan, WGMMA, "hopper_matmul")
-    p = call.plan
+    validate.optional_count(programs, "programs", high=1 << 20)
+    M, N, K = check_operands(a, b)
+    p = plan(M, N, K, gl_dtype(a), **(config or pick_config(K)))
+    call = prepare_matmul(a, b, out, p, WGMMA, "hopper_matmul")
     tiles = math.ceil(call.M / p.tile_m) * math.ceil(call.N / p.block_n)
     args = dict(a_desc=call.a_desc, b_desc=call.b_desc, c_desc=call.c_desc, M=call.M, N=call.N, K=call.K,
                 **p.constexprs())
@@ -437,6 +440,9 @@ def operand_bytes(M: int, N: int, K: int, block_m: int = 128, block_n: int = 256
     """Bytes of A and B that the SMs fetch from L2 for the whole matmul (the model, no caching in
     shared memory across tiles): each CTA tile reads its block_m rows of A and the B tile, and a
     cluster of num_ctas CTAs fetches its shared B tile once (multicast)."""
+    for name, v in (("M", M), ("N", N), ("K", K), ("block_m", block_m), ("block_n", block_n), ("itemsize", itemsize)):
+        validate.count(v, name, high=1 << 31)
+    validate.cluster_size(num_ctas)
     tiles = math.ceil(M / block_m) * math.ceil(N / block_n)
     return tiles * K * itemsize * (block_m + block_n / num_ctas)
 
@@ -447,15 +453,44 @@ BASELINES = ("cublas_tflops", "torch_tflops")
 def against_baseline(table) -> list[dict]:
     """Per row of a recorded matmul sweep (a result or one of its ``tables``): the best of our variants,
     its TFLOP/s, the better of cuBLAS and torch.matmul, and the ratio of the two."""
-    from . import bench
+    from .results import store
     ours = [c for c in table["columns"] if c.endswith("_tflops") and c not in BASELINES]
     out = []
-    for r in bench.records(table):
+    for r in store.records(table):
         best = max(ours, key=lambda c: r[c])
         base = max(r[c] for c in BASELINES)
         out.append({"M": r["M"], "N": r["N"], "K": r["K"], "best": best.removesuffix("_tflops"), "tflops": r[best],
                     "baseline": base, "ratio": r[best] / base})
     return out
+
+
+def per_tile(trace, K: int, block_k: int | None = None) -> dict:
+    """A consumer warp's tile in a recorded timeline (``measure.traces``) of ``hopper_matmul_kernel`` at depth ``K``:
+    the K steps per tile (K / block_k), ``step`` the mean K step (from one wgmma issue to the next within a tile),
+    ``epilogue`` the mean epilogue, ``estimate`` a tile from those parts, ``measured`` the mean tile measured from
+    one epilogue's end to the next of the same warp (None where the trace keeps no whole tile: it keeps each
+    warp's last records) and ``kept`` the most wgmma records a warp kept."""
+    steps, tiles, kept = [], [], 0
+    warps = {}
+    for r in sorted(trace.records(), key=lambda r: r["start_ns"]):
+        if r["partition"] == "consumer":
+            warps.setdefault((r["cta"], r["warp"]), []).append(r)
+    for recs in warps.values():
+        issues, last_end = [], None
+        kept = max(kept, sum(r["scope"] == "mma" for r in recs))
+        for r in recs:
+            if r["scope"] == "mma":
+                issues.append(r["start_ns"])
+            elif r["scope"] == "epilogue":
+                steps += [b - a for a, b in zip(issues, issues[1:])]
+                if last_end is not None:
+                    tiles.append(r["end_ns"] - last_end)
+                issues, last_end = [], r["end_ns"]
+    epilogue = statistics.mean(r["end_ns"] - r["start_ns"] for r in trace.records() if r["scope"] == "epilogue")
+    k_steps = K // (block_k or CONFIG["block_k"])
+    estimate = k_steps * statistics.mean(steps) + epilogue          # a tile, from its parts
+    return dict(k_steps=k_steps, kept=kept, step=statistics.mean(steps), epilogue=epilogue, estimate=estimate,
+                measured=statistics.mean(tiles) if tiles else None)
 
 
 # The chapter's ablation: each step adds one idea to the one before.
@@ -472,7 +507,8 @@ ABLATION = {
 
 
 def hopper_matmul_spec(dtype: str = "float16", **config):
-    p = plan(8192, 8192, 4096, lens.DTYPES[dtype].gl, **{**CONFIG, **config})
+    dtype = validate.dtype(dtype)
+    p = plan(8192, 8192, 4096, DTYPES[dtype].gl, **config)
     expect = ("wgmma.mma_async", "cp.async.bulk.tensor") + (
         (".multicast::cluster", ".reqnctapercluster", "mbarrier.arrive.shared::cluster") if p.num_ctas > 1 else ())
     return matmul_spec("hopper_matmul", p.kernel, p, p.num_warps, ("sm_90a",), expect)
@@ -500,24 +536,6 @@ def mma_peak_kernel(out_ptr, ITERS, a_layout: gl.constexpr, b_layout: gl.constex
     gl.store(out_ptr + gl.program_id(0), gl.max(gl.max(acc, axis=1), axis=0))   # keeps the MMAs alive
 
 
-def mma_peak_tflops(iters: int = 20000, block_m: int = 128, block_n: int = 256) -> float:
-    """Measured dense fp16 wgmma rate of the whole GPU (one CTA per SM, two warpgroups each)."""
-    import torch
-    from . import bench
-    require(WGMMA, "mma_peak_tflops")
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    out = torch.empty(sms, device="cuda", dtype=torch.float32)
-    warps = block_m // 16
-    args = dict(a_layout=nvmma_layout([block_m, 64], gl.float16, []), b_layout=nvmma_layout([64, block_n], gl.float16, []),
-                acc_layout=gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[warps, 1],
-                                                     instr_shape=[16, block_n, 16]),
-                fill_layout=gl.BlockedLayout([1, 8], [4, 8], [warps, 1], [1, 0]), num_warps=warps)
-    ms = bench.time_ms(lambda: mma_peak_kernel[(sms,)](out, iters, **args), cudagraph=False, rep=200)
-    if not bool(torch.isfinite(out).all()):
-        raise RuntimeError("mma_peak_kernel produced non-finite values")
-    return sms * iters * 2 * block_m * block_n * 64 / (ms * 1e-3) / 1e12
-
-
 # ---------------------------------------------------------------------------------- the benchmark
 
 VARIANTS = {            # the configurations the benchmark sweeps (a small, honest config table)
@@ -530,99 +548,8 @@ VARIANTS = {            # the configurations the benchmark sweeps (a small, hone
     "ping-pong 128x128": dict(num_ctas=1, consumers=2, block_m=128, block_n=128, stages=5),
     "ping-pong 128x128, L2 hints": SHORT_K_CONFIG,
 }
+
+
 # (M, N, K) of real layers: Llama-3-8B (hidden 4096, MLP 14336; fused QKV 6144) and -70B (hidden 8192)
 MODEL_SHAPES = [(m, n, k) for m in (4096, 16384) for n, k in ((6144, 4096), (14336, 4096), (4096, 14336),
                                                              (8192, 8192), (28672, 8192))]
-
-
-def _variants(names, table):
-    return {n: (lambda a, b, c, cfg=table[n]: prepare(a, b, c, **cfg)) for n in names}
-
-
-def benchmark(quick: bool = False, log=print) -> dict:
-    """The chapter's measurements, all in one run on one GPU: (1) TFLOP/s at M = N = 8192, K = 512 ...
-    16384 (fp16) for each VARIANTS entry against cuBLAS (CublasLt) and torch.matmul, and the measured
-    wgmma ceiling; (2) the ablation; (3) layer shapes of real models; (4) bf16. Set
-    MULTICTA_SKIP="name,name" to leave variants out (recorded in the result)."""
-    import os
-    from . import bench
-    require(WGMMA, "the hopper-matmul benchmark")
-    skip = [n for n in os.environ.get("MULTICTA_SKIP", "").split(",") if n]
-    names = [n for n in VARIANTS if n not in skip]
-    ks = [512, 4096] if quick else [512, 1024, 2048, 4096, 8192, 16384]
-    peak = mma_peak_tflops()
-    log(f"[hopper-matmul] wgmma ceiling {peak:.0f} TFLOP/s")
-    columns, rows = bench.matmul_sweep(_variants(names, VARIANTS), [(8192, 8192, k) for k in ks], log, "hopper-matmul")
-    tables = {}
-    for key, variants, shapes, dtype in (
-            ("ablation", _variants(ABLATION, ABLATION), [(8192, 8192, 512), (8192, 8192, 4096)], "float16"),
-            ("models", _variants(names[:3], VARIANTS), MODEL_SHAPES[:2] if quick else MODEL_SHAPES, "float16"),
-            ("bf16", _variants(names[:3], VARIANTS), [(8192, 8192, k) for k in (512, 1024, 8192)], "bfloat16")):
-        c, r = bench.matmul_sweep(variants, shapes, log, f"hopper-matmul {key}", dtype)
-        tables[key] = {"columns": c, "rows": r}
-    return {"method": {"timer": "triton.testing.do_bench (L2 flushed before each call; CUDA events)",
-                       "statistic": f"median of each timing; best of {bench.SWEEP_PASSES} passes",
-                       "passes": bench.SWEEP_METHOD, "dtype": "float16 in and out, fp32 accumulation",
-                       "launch": "prepare(): validated, compiled and descriptors built once; the timer sees launches",
-                       "variants": {n: VARIANTS[n] for n in names}, "skipped": skip, "defaults": CONFIG,
-                       "picked by K": {"short_k": SHORT_K, "short_k_config": SHORT_K_CONFIG},
-                       "ablation": ABLATION},
-            "ceilings": {"wgmma_fp16_tflops": round(peak, 1),
-                         "cublas_fp16_tflops": {f"{r[0]}x{r[1]}x{r[2]}": r[-2] for r in rows}},
-            "columns": columns, "rows": rows, "tables": tables}
-
-
-# ------------------------------------------------------------------------- L2 bytes, through ncu
-
-L2_METRICS = "lts__t_bytes.sum,lts__t_sectors_srcunit_tex_op_read.sum,dram__bytes_read.sum,gpu__time_duration.sum"
-L2_COMMAND = ("ncu --clock-control none --kernel-name regex:'matmul_kernel|gemm|nvjet|sm90' "
-              f"--metrics {L2_METRICS} --csv python -m multicta_kernels.hopper_matmul > l2.csv")
-L2_LAUNCHES = {**ABLATION, "warp specialised 1-CTA": VARIANTS["1-CTA"], "warp specialised 4-CTA": VARIANTS["4-CTA"]}
-
-
-def profile_launches(M: int = 8192, N: int = 8192, K: int = 4096) -> None:
-    """One launch of each ablation step and variant, then cuBLAS: what ``L2_COMMAND`` profiles."""
-    import torch
-    from . import bench
-    a = torch.randn(M, K, device="cuda", dtype=torch.float16)
-    b = torch.randn(K, N, device="cuda", dtype=torch.float16)
-    c = torch.empty(M, N, device="cuda", dtype=torch.float16)
-    for cfg in L2_LAUNCHES.values():
-        prepare(a, b, c, **cfg)()
-    bench.Cublas().matmul(a, b.T.contiguous(), c)
-    torch.cuda.synchronize()
-
-
-def record_l2(csv_path, out, env: dict) -> dict:
-    """Turn ncu's CSV (from ``L2_COMMAND``) into a result: one row per profiled kernel, in launch order."""
-    from . import bench
-    names = list(L2_LAUNCHES) + ["cuBLAS"]
-    kernels = bench.ncu_kernels(csv_path, names)
-    table = [[n, k["kernel"][:60], k["grid"], round(k["gpu__time_duration.sum"] / 1e3, 1),
-              round(k["lts__t_bytes.sum"] / 1e9, 3), round(k["lts__t_sectors_srcunit_tex_op_read.sum"] * 32 / 1e9, 3),
-              round(k["dram__bytes_read.sum"] / 1e9, 3)] for n, k in zip(names, kernels)]
-    result = {"benchmark": "hopper-matmul-l2", **env, "command": L2_COMMAND,
-              "method": {"timer": "ncu gpu__time_duration (profiled, --clock-control none)", "shape": [8192, 8192, 4096],
-                         "dtype": "float16", "launches": "one of each; ncu replays it once per metric pass"},
-              "ceilings": {}, "columns": ["variant", "kernel", "grid", "time_us", "l2_bytes_gb", "l2_reads_from_sms_gb",
-                                          "dram_read_gb"], "rows": table}
-    bench.save(result, out)
-    return result
-
-
-def main(argv=None) -> None:
-    """``python -m multicta_kernels.hopper_matmul``: the launches ``L2_COMMAND`` profiles; with
-    ``--record-l2 CSV OUT``, turn ncu's CSV into the recorded result (run it on the GPU node)."""
-    import argparse
-    from . import bench
-    ap = argparse.ArgumentParser(prog="python -m multicta_kernels.hopper_matmul", description=main.__doc__)
-    ap.add_argument("--record-l2", nargs=2, metavar=("CSV", "OUT"), help="ncu's CSV in, a result JSON out")
-    args = ap.parse_args(argv)
-    if args.record_l2:
-        record_l2(args.record_l2[0], args.record_l2[1], bench.environment())
-    else:
-        profile_launches()
-
-
-if __name__ == "__main__":
-    main()

@@ -3,13 +3,13 @@
 A matmul cluster whose accumulator ``C`` is split by ``cga_layout`` needs, in each CTA, the A rows and
 B columns of its own piece of C. CTAs that share M bits need the same A tile; CTAs that share N bits
 need the same B tile. So A's layout keeps the accumulator's M components and zeroes N, B's keeps N and
-zeroes M (``cluster.operand_cga_layouts``): zero bases are broadcasts, and a broadcast tile can be
+zeroes M (``operands.operand_cga_layouts``): zero bases are broadcasts, and a broadcast tile can be
 fetched once and *multicast* by TMA into every CTA that needs it.
 
 In Triton 3.9's lowering one CTA per receiving group issues the multicast load of the whole tile (the
 PTX predicates ``cp.async.bulk.tensor...multicast::cluster`` on its cluster rank) and every receiver
 expects its own bytes. So a stage may be reloaded only once *every* receiver has released it: on Hopper
-that release is built by hand (``cluster.release``); on Blackwell ``tcgen05_mma(..., multicast=True)``
+that release is built by hand (``ring.release``); on Blackwell ``tcgen05_mma(..., multicast=True)``
 signals it.
 """
 from __future__ import annotations
@@ -17,7 +17,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import multicta_kernels  # noqa: F401
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia import hopper
@@ -26,17 +25,21 @@ from triton.experimental.gluon.language.nvidia.blackwell import (TensorMemoryLay
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma
 
 from . import lens
-from .cluster import (RELEASE_GATHER, check_m_split, check_operands, check_tma_tensor, descriptor_type,
-                      gl_dtype, group_barrier_layout, nvmma_layout, operand_cga_layouts, release, release_mode,
-                      ring_barriers, stacked_along_m, stage_of)
-from .timeline import scope
-from .hardware import CLUSTERS, SMEM_PER_CTA, TCGEN05, WGMMA, check_cluster_size, check_on_gpu, log2, require
+from .core import validate
+from .core.hardware import CLUSTERS, SMEM_PER_CTA, TCGEN05, WGMMA, check_cluster_size, check_on_gpu, log2, require
+from .gluon.operands import (check_m_split, check_operands, check_tma_tensor, descriptor_type, gl_dtype, nvmma_layout,
+                             operand_cga_layouts, stacked_along_m)
+from .gluon.ring import RELEASE_GATHER, group_barrier_layout, release, release_mode, ring_barriers, stage_of
+from .gluon.scope import scope
+from .gluon.sync import sync_inits
 
 # ------------------------------------------------------------------ who receives which tile
 
 
 def tile_of(bases, cta: int) -> tuple:
     """The block coordinates that CTA ``cta`` holds under ``bases`` (XOR of the selected bases)."""
+    bases = validate.bases(bases, "bases")
+    validate.index(cta, "cta", 1 << len(bases), f" (a CTA of the {1 << len(bases)} that {len(bases)} bases lay out)")
     coord = [0] * (len(bases[0]) if bases else 2)
     for bit, b in enumerate(bases):
         if cta >> bit & 1:
@@ -46,6 +49,8 @@ def tile_of(bases, cta: int) -> tuple:
 
 def receivers(bases, num_ctas: int) -> dict:
     """tile coordinates -> the CTAs that hold (and so can receive by multicast) that tile."""
+    num_ctas = validate.cluster_size(num_ctas)
+    bases = validate.bases(bases, "bases", num_ctas)
     out = {}
     for c in range(num_ctas):
         out.setdefault(tile_of(bases, c), []).append(c)
@@ -54,36 +59,11 @@ def receivers(bases, num_ctas: int) -> dict:
 
 def multicast_mask(bases, cta: int, num_ctas: int) -> int:
     """The 16-bit CTA mask of a multicast issued by ``cta``: every CTA holding the same tile."""
+    num_ctas = validate.cluster_size(num_ctas)
+    bases = validate.bases(bases, "bases", num_ctas)
+    validate.index(cta, "cta", num_ctas, f" (a CTA of the cluster of {num_ctas})")
     t = tile_of(bases, cta)
     return sum(1 << c for c in range(num_ctas) if tile_of(bases, c) == t)
-
-
-def draw_receivers(acc_bases, two_ctas=False, ax=None):
-    """CTAs laid out by the C tile they own; each labelled with the A and B tile it needs."""
-    import matplotlib.pyplot as plt
-    from .layouts import PALETTE
-    a_b, b_b = operand_cga_layouts(acc_bases, two_ctas)
-    n = 1 << len(acc_bases)
-    ax = ax or plt.subplots(figsize=(3, 3))[1]
-    c_tiles = {c: tile_of([tuple(b) for b in acc_bases], c) for c in range(n)}
-    a_groups = {t: i for i, t in enumerate(receivers(a_b, n))}
-    b_groups = {t: i for i, t in enumerate(receivers(b_b, n))}
-    rows = 1 + max(t[0] for t in c_tiles.values())
-    cols = 1 + max(t[1] for t in c_tiles.values())
-    for c, (m, k) in c_tiles.items():
-        ax.add_patch(plt.Rectangle((k, m), 0.96, 0.96, fc=PALETTE[a_groups[tile_of(a_b, c)] % 8], ec="black", lw=0.5))
-        ax.add_patch(plt.Rectangle((k + 0.55, m + 0.55), 0.38, 0.38, fc=PALETTE[8 + b_groups[tile_of(b_b, c)] % 8],
-                                   ec="black", lw=0.5))
-        ax.text(k + 0.3, m + 0.3, f"CTA {c}", fontsize=7, ha="center", va="center")
-        ax.text(k + 0.3, m + 0.72, f"A{a_groups[tile_of(a_b, c)]}", fontsize=6, ha="center")
-        ax.text(k + 0.74, m + 0.78, f"B{b_groups[tile_of(b_b, c)]}", fontsize=6, ha="center")
-    ax.set_xlim(0, cols)
-    ax.set_ylim(rows, 0)
-    ax.set_aspect("equal")
-    ax.set_xticks([i + 0.5 for i in range(cols)], [f"n{i}" for i in range(cols)], fontsize=7)
-    ax.set_yticks([i + 0.5 for i in range(rows)], [f"m{i}" for i in range(rows)], fontsize=7)
-    ax.set_title(f"C bases {[list(b) for b in acc_bases]}" + (" (2-CTA)" if two_ctas else ""), fontsize=8)
-    return ax
 
 
 # ------------------------------------------------------------------------------------- kernels
@@ -99,6 +79,8 @@ def multicast_copy_kernel(in_desc, in_ptr, out_desc, bad_ptr, MULTICAST: gl.cons
     smem = gl.allocate_shared_memory(in_desc.dtype, in_desc.block_shape, in_desc.layout)
     bar = mbarrier.allocate_mbarrier()
     mbarrier.init(bar, count=1)
+    if MULTICAST:
+        sync_inits()                                  # a peer's multicast completes bytes on my barrier
     mbarrier.expect(bar, in_desc.nbytes_per_cta)      # the full tile lands in every CTA
     tma.async_load(in_desc, [0, 0], bar, smem, multicast=MULTICAST)
     mbarrier.wait(bar, 0, deps=[smem])
@@ -124,6 +106,8 @@ def tile_stream_kernel(desc, out_ptr, TILES, SRC_TILES, MULTICAST: gl.constexpr,
     BR: gl.constexpr = desc.block_shape[0]
     bufs = gl.allocate_shared_memory(desc.dtype, [STAGES] + desc.block_shape, desc.layout)
     ready, empty, go = ring_barriers(STAGES, RELEASE, group_all)
+    if MULTICAST or RELEASE == 1:                      # barriers that cross CTAs: a peer's multicast lands on my
+        sync_inits()                                   # `ready`, or every CTA arrives on CTA 0's `empty`
     first = gl.program_id(0) * 13                      # clusters start at different tiles of the source
     for s in gl.static_range(STAGES):                  # prologue: fill the ring
         mbarrier.expect(ready.index(s), desc.nbytes_per_cta)
@@ -158,6 +142,7 @@ def hopper_multicast_matmul_kernel(a_desc, b_desc, c_desc, K, STAGES: gl.constex
     a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_shape, a_desc.layout)
     b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_shape, b_desc.layout)
     ready, empty, go = ring_barriers(STAGES, RELEASE, group_all)
+    sync_inits()                                       # B's multicast lands on every CTA's `ready`
     nbytes: gl.constexpr = a_desc.nbytes_per_cta + b_desc.nbytes_per_cta
     k_tiles = gl.cdiv(K, BK)
     for s in gl.static_range(STAGES):                  # prologue (TMA zero-fills past K)
@@ -203,6 +188,7 @@ def blackwell_multicast_mma_kernel(a_desc, b_desc, c_desc, K_TILES: gl.constexpr
     consumed = mbarrier.allocate_mbarrier()
     mbarrier.init(loaded, count=1)
     mbarrier.init(consumed, count=tcgen05_mma_barrier_count([a_smem, b_smem], multicast=True, two_ctas=TWO))
+    sync_inits()                                    # once: else the init fence runs at every K step
     for k in range(K_TILES):
         phase = k & 1
         mbarrier.expect(loaded, a_desc.nbytes_per_cta + b_desc.nbytes_per_cta)   # per CTA, never x cluster
@@ -220,7 +206,8 @@ def blackwell_multicast_mma_kernel(a_desc, b_desc, c_desc, K_TILES: gl.constexpr
     tma.store_wait(0)
 
 
-SEED_BLACKWELL = dict(acc_bases=((1, 0), (2, 0)), two_ctas=True, BM=512, BN=128, BK=64, K_TILES=2)
+# The upstream tutorial's tcgen05 multicast loop (python/tutorials/gluon/14-multicta.py): its cluster, tile and K steps.
+UPSTREAM_BLACKWELL = dict(acc_bases=((1, 0), (2, 0)), two_ctas=True, BM=512, BN=128, BK=64, K_TILES=2)
 
 
 # -------------------------------------------------------------------------------- plans (host)
@@ -228,6 +215,10 @@ SEED_BLACKWELL = dict(acc_bases=((1, 0), (2, 0)), two_ctas=True, BM=512, BN=128,
 # spec both read them, so what the book compiles is what runs.
 
 def copy_layouts(num_ctas: int, M: int, N: int, dtype=gl.float16) -> dict:
+    validate.cluster_size(num_ctas)
+    validate.power_of_two(M, "M", 1, 256)
+    validate.power_of_two(N, "N", 1, 256)
+    validate.dtype(dtype)
     bits = log2(num_ctas)
     return dict(tile=nvmma_layout([M, N], dtype, [[0, 0]] * bits),        # every CTA holds the whole tile
                 everyone=gl.BlockedLayout([1, 1], [1, 32], [4, 1], [1, 0], cga_layout=[[0, 0]] * bits),
@@ -240,6 +231,7 @@ STREAM_TILE_BYTES = STREAM_TILE[0] * STREAM_TILE[1] * 2
 
 def stream_bases(num_ctas: int) -> list:
     """The stream's CGA layout: every basis zero, every CTA holds the whole tile."""
+    validate.cluster_size(num_ctas)
     return [[0, 0]] * log2(num_ctas)
 
 
@@ -248,6 +240,10 @@ def stream_layout(num_ctas: int):
 
 
 def stream_constexprs(num_ctas: int, multicast: bool, release: int, stages: int, instrument: bool = False) -> dict:
+    validate.cluster_size(num_ctas)
+    validate.boolean(multicast, "multicast")
+    validate.count(stages, "stages", high=16)
+    validate.boolean(instrument, "instrument")
     return dict(MULTICAST=multicast, STAGES=stages, RELEASE=release, group_all=group_barrier_layout(num_ctas),
                 INSTRUMENT=instrument)
 
@@ -284,6 +280,10 @@ class MulticastMatmulPlan:
 def plan_multicast_matmul(num_ctas=2, bm=64, bn=128, bk=64, stages=3, release="mbarrier",
                           dtype=gl.float16) -> MulticastMatmulPlan:
     check_cluster_size(num_ctas)
+    validate.integer(bm, "bm")
+    validate.integer(bn, "bn", 8, 256)
+    validate.power_of_two(bk, "bk", 16, 256, " (a TMA box of 16-byte rows)")
+    validate.count(stages, "stages", high=16)
     mode = release if isinstance(release, int) else release_mode(release, num_ctas)
     if bm != 64 or (bn % 8) or bn > 256:
         raise ValueError("this kernel uses one warpgroup per CTA: bm must be 64 and bn a multiple of 8 up to 256")
@@ -318,18 +318,23 @@ class BlackwellLoopPlan:
                                            cga_layout=[list(b) for b in self.acc_bases], two_ctas=self.two_ctas))
 
 
-def plan_blackwell_loop(acc_bases=SEED_BLACKWELL["acc_bases"], two_ctas=SEED_BLACKWELL["two_ctas"],
-                        BM=SEED_BLACKWELL["BM"], BN=SEED_BLACKWELL["BN"], BK=SEED_BLACKWELL["BK"],
+def plan_blackwell_loop(acc_bases=UPSTREAM_BLACKWELL["acc_bases"], two_ctas=UPSTREAM_BLACKWELL["two_ctas"],
+                        BM=UPSTREAM_BLACKWELL["BM"], BN=UPSTREAM_BLACKWELL["BN"], BK=UPSTREAM_BLACKWELL["BK"],
                         dtype=gl.float16) -> BlackwellLoopPlan:
-    acc_bases = tuple(tuple(b) for b in acc_bases)
+    acc_bases = validate.bases(acc_bases, "acc_bases", rank=2)
+    validate.cluster_size(1 << len(acc_bases), "1 << len(acc_bases)")
+    validate.boolean(two_ctas, "two_ctas")
+    validate.integer(BM, "BM", 1, 1024)
+    validate.integer(BN, "BN")
+    validate.power_of_two(BK, "BK", 16, 256, " (a TMA box of 16-byte rows)")
     check_m_split(acc_bases, "blackwell_multicast_mma")
     operand_cga_layouts(acc_bases, two_ctas)                 # validates the bases
     split_m = 1 << sum(1 for m, _ in acc_bases if m)
     if BM % split_m or BM // split_m not in ((128,) if two_ctas else (64, 128)):
         raise ValueError(f"BM = {BM} over {1 << len(acc_bases)} CTAs stacked along M gives {BM / split_m:g} rows per "
                          f"CTA; tcgen05 needs {'128 (2-CTA)' if two_ctas else '64 or 128'}")
-    if BN % 16 or not 16 <= BN <= 256:
-        raise ValueError(f"BN must be a multiple of 16 from 16 to 256 (tensor-memory columns), got {BN}")
+    if BN & (BN - 1) or not 16 <= BN <= 256:     # B is one [BK, BN] TMA box: a power of two (check_tma_tensor)
+        raise ValueError(f"BN must be a power of two from 16 to 256 (tensor-memory columns; a TMA box), got {BN}")
     return BlackwellLoopPlan(acc_bases, two_ctas, BM, BN, BK, dtype)
 
 
@@ -337,6 +342,7 @@ def plan_blackwell_loop(acc_bases=SEED_BLACKWELL["acc_bases"], two_ctas=SEED_BLA
 
 def blackwell_multicast_mma(a, b, *, acc_bases=((1, 0), (2, 0)), two_ctas=True, bk=64):
     """One output tile C = A @ B computed by a cluster (Blackwell only): A is (BM, K), B is (K, BN)."""
+    validate.power_of_two(bk, "bk", 16, 256, " (a TMA box of 16-byte rows)")
     import torch
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
     BM, BN, K = check_operands(a, b)
@@ -382,10 +388,11 @@ def multicast_copy(x, num_ctas: int, multicast: bool = True):
 
 
 def hopper_multicast_matmul(a, b, *, num_ctas: int = 2, bm: int = 64, bn: int = 128, bk: int = 64,
-                            stages: int = 3, release: str = "mbarrier"):
+                            stages: int = 3, release: str = "mbarrier", out=None):
     """C = A @ B (fp16 or bf16, fp32 accumulation) on clusters of ``num_ctas`` CTAs stacked along M,
     B multicast to all of them. ``release``: "mbarrier" (gather on CTA 0, broadcast back) or
-    "cluster" (a cluster barrier per K step). Hopper only: wgmma does not exist on Blackwell."""
+    "cluster" (a cluster barrier per K step). ``out``: an (M, N) tensor of A's dtype and device to write C
+    into (tests poison it); by default a new one. Hopper only: wgmma does not exist on Blackwell."""
     import torch
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
     M, N, K = check_operands(a, b)
@@ -397,7 +404,11 @@ def hopper_multicast_matmul(a, b, *, num_ctas: int = 2, bm: int = 64, bn: int = 
     require(WGMMA, "hopper_multicast_matmul")
     check_on_gpu(a, "a")
     check_on_gpu(b, "b")
-    c = torch.empty((M, N), device=a.device, dtype=a.dtype)
+    if out is not None and (tuple(out.shape) != (M, N) or out.dtype != a.dtype or out.device != a.device
+                            or not out.is_contiguous()):
+        raise ValueError(f"out must be a contiguous ({M}, {N}) {a.dtype} tensor on {a.device}, got "
+                         f"{tuple(out.shape)} {out.dtype} on {out.device}")
+    c = torch.empty((M, N), device=a.device, dtype=a.dtype) if out is None else out
     lay = plan.layouts()
     grid = (math.ceil(M / plan.tile_m), math.ceil(N / bn))
     hopper_multicast_matmul_kernel[grid](TensorDescriptor.from_tensor(a, [plan.tile_m, bk], lay["a"]),
@@ -414,7 +425,11 @@ def tile_stream(num_ctas: int, *, multicast: bool, release: str = "mbarrier", cl
     import torch
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
     check_cluster_size(num_ctas, low=2 if multicast else 1)
-    mode = release_mode(release, num_ctas)
+    _check_stream(multicast, clusters, tiles, src_tiles, stages, instrument)
+    if multicast and release == "none":
+        raise ValueError("release='none' needs multicast=False: with multicast a peer's load overwrites my stage, "
+                         "so every CTA must release it first; use 'mbarrier', 'cluster' or 'relaxed'")
+    mode = release_mode(release, num_ctas, allowed=("cluster", "mbarrier", "none", "relaxed"))
     require(CLUSTERS, "tile_stream")
     clusters = clusters or max(1, 128 // num_ctas)
     rows, cols = STREAM_TILE
@@ -429,38 +444,22 @@ def tile_stream(num_ctas: int, *, multicast: bool, release: str = "mbarrier", cl
     return launch, clusters * num_ctas * tiles * STREAM_TILE_BYTES
 
 
-def benchmark(quick: bool = False, log=print) -> dict:
-    """Delivered bandwidth into shared memory when every CTA of a cluster needs the same tiles:
-    each CTA loading its own copy vs one multicast per tile, for clusters of 1 to 16 CTAs."""
-    from . import bench
-    require(CLUSTERS, "the multicast benchmark")
-    copy = bench.copy_ceiling_gbps()
-    rows = []
-    for num_ctas in (1, 2, 4, 8, 16):
-        for multicast in ((False,) if num_ctas == 1 else (False, True)):
-            for mode in (("none",) if num_ctas == 1 else ("cluster", "mbarrier")):
-                launch, nbytes = tile_stream(num_ctas, multicast=multicast, release=mode if num_ctas > 1 else "cluster")
-                got = launch()
-                ms = bench.time_ms(launch, cudagraph=False)
-                delivered = bench.gbps(nbytes, ms)
-                from_l2 = delivered / num_ctas if multicast else delivered
-                ok = bool((got == 64).all().item())
-                rows.append([num_ctas, multicast, mode, 128 // num_ctas, round(delivered, 1), round(from_l2, 1), ok])
-                log(f"[multicast] {num_ctas:>2} CTAs, multicast={multicast!s:5}, release={mode:8}: delivered "
-                    f"{delivered:.0f} GB/s (L2 -> SM {from_l2:.0f} GB/s), all tiles seen: {ok}")
-    return {"method": {"timer": "do_bench", "statistic": "median",
-                       "workload": "each cluster streams 64 tiles of 128x128 fp16 (32 KiB) through a 4-stage ring; "
-                                   "the 8 MiB source stays in L2; 128 CTAs in all; 1 warp per CTA",
-                       "delivered": "bytes landing in shared memory, all CTAs counted",
-                       "l2_to_sm": "delivered / cluster size with multicast, delivered without"},
-            "ceilings": {"copy_gbps": round(copy, 1)},
-            "columns": ["num_ctas", "multicast", "release", "clusters", "delivered_gbps", "l2_to_sm_gbps", "all_tiles_seen"],
-            "rows": rows}
+def _check_stream(multicast, clusters, tiles, src_tiles, stages, instrument):
+    validate.boolean(multicast, "multicast")
+    validate.optional_count(clusters, "clusters", high=1 << 16)
+    validate.count(tiles, "tiles", high=1 << 20)
+    validate.count(src_tiles, "src_tiles", high=1 << 14)      # 32 KiB each: at most 512 MiB of source
+    validate.count(stages, "stages", high=6)                  # 32 KiB each: at most 192 of the 227 KiB
+    validate.boolean(instrument, "instrument")
+
+
+STREAM_VARIANTS = {False: ("none", "relaxed", "cluster", "mbarrier"), True: ("relaxed", "cluster", "mbarrier")}
 
 
 # ------------------------------------------------------------------------------------------ lens
 
 def multicast_copy_spec(num_ctas: int = 2, multicast: bool = True, M: int = 128, N: int = 64):
+    validate.boolean(multicast, "multicast")
     lay = copy_layouts(num_ctas, M, N)
     d = descriptor_type(gl.float16, [M, N], lay["tile"])
     expect = ("cp.async.bulk.tensor", ".multicast::cluster") if multicast else ("cp.async.bulk.tensor",)
@@ -494,9 +493,9 @@ def hopper_multicast_matmul_spec(num_ctas: int = 2, release: int = RELEASE_GATHE
                            expect=(".multicast::cluster", "wgmma.mma_async", ".reqnctapercluster"))
 
 
-def blackwell_multicast_mma_spec(acc_bases=SEED_BLACKWELL["acc_bases"], two_ctas=SEED_BLACKWELL["two_ctas"],
-                                 BM=SEED_BLACKWELL["BM"], BN=SEED_BLACKWELL["BN"], BK=SEED_BLACKWELL["BK"],
-                                 K_TILES=SEED_BLACKWELL["K_TILES"]):
+def blackwell_multicast_mma_spec(acc_bases=UPSTREAM_BLACKWELL["acc_bases"], two_ctas=UPSTREAM_BLACKWELL["two_ctas"],
+                                 BM=UPSTREAM_BLACKWELL["BM"], BN=UPSTREAM_BLACKWELL["BN"], BK=UPSTREAM_BLACKWELL["BK"],
+                                 K_TILES=UPSTREAM_BLACKWELL["K_TILES"]):
     plan = plan_blackwell_loop(acc_bases, two_ctas, BM, BN, BK)
     lay = plan.layouts()
     sig = {"a_desc": descriptor_type(gl.float16, [BM, BK], lay["a"]),

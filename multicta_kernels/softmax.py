@@ -15,17 +15,23 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-import multicta_kernels  # noqa: F401
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia import hopper
+from triton.experimental.gluon.language.nvidia.hopper import mbarrier
 
 from . import lens
-from .timeline import scope
-from .hardware import CLUSTERS, CUDA, MAX_CLUSTER_CTAS, check_cluster_size, check_on_gpu, log2, require
+from .core import validate
+from .core.dtypes import DTYPES, dtype_name
+from .core.hardware import CLUSTERS, CUDA, MAX_CLUSTER_CTAS, check_cluster_size, check_on_gpu, log2, require
+from .gluon.scope import scope
+from .gluon.sync import acquire_wait, sync_inits
+
 
 LOG2E = gl.constexpr(1.4426950408889634)  # exp(x) = exp2(x * log2(e)): one ex2.approx
+
 
 # Register budget: at most this many fp32 values of a row tile per thread. At 128 the fused kernel
 # keeps its tile in registers with no spill; at 256 ptxas spills the tile to the stack (lens.resources()
@@ -34,7 +40,6 @@ LOG2E = gl.constexpr(1.4426950408889634)  # exp(x) = exp2(x * log2(e)): one ex2.
 MAX_VALUES_PER_THREAD = 128
 MAX_WARPS = 16
 MAX_N = MAX_CLUSTER_CTAS * MAX_WARPS * 32 * MAX_VALUES_PER_THREAD  # 1048576 columns
-
 
 
 @gluon.jit
@@ -86,13 +91,73 @@ def softmax_kernel(x_ptr, out_ptr, M, n_div, x_stride_div, out_stride_div,
         x = gl.load(x_ptr + rows * (x_stride_div * ALIGN) + cols, mask=mask, other=-float("inf"))
         x = x.to(gl.float32)
     with scope("local", INSTRUMENT):
-        m_cta = gl.max(x, axis=2)                           # inside each CTA
-        m_cta = gl.where(m_cta == -float("inf"), 0.0, m_cta)  # a fully masked slice: no NaN
-        e = gl.exp2((x - m_cta[:, :, None]) * LOG2E)
+        m_cta = gl.max(x, axis=2)                           # inside each CTA; -inf if its slice is all masked
+        m_safe = gl.where(m_cta == -float("inf"), 0.0, m_cta)   # for the local exponent only: no -inf - -inf
+        e = gl.exp2((x - m_safe[:, :, None]) * LOG2E)       # a masked slice gives e = 0, s_cta = 0
         s_cta = gl.sum(e, axis=2)                           # inside each CTA
     with scope("exchange", INSTRUMENT):
-        m, s = gl.reduce((m_cta, s_cta), 1, _merge)         # across the CTAs: (max, sum) pairs
+        m, s = gl.reduce((m_cta, s_cta), 1, _merge)         # across the CTAs: the real (max, sum) pairs
     with scope("store", INSTRUMENT):
+        scale = gl.exp2((m_cta - m[:, None]) * LOG2E) / s[:, None]    # 0 for a slice of -inf: no 0 * inf
+        y = e * scale[:, :, None]
+        gl.store(out_ptr + rows * (out_stride_div * ALIGN) + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+@gluon.jit
+def _to_every_cta(part, parts: gl.constexpr):
+    """``part`` ([BLOCK_M, CTAS], CTA c holding column c) as [CTAS, BLOCK_M, CTAS] in ``parts``: the same column
+    once for every destination CTA (axis 0), ready to be stored into every CTA's shared memory."""
+    CTAS: gl.constexpr = gl.num_ctas()
+    BLOCK_M: gl.constexpr = part.shape[0]
+    mine = gl.convert_layout(part, gl.SliceLayout(0, parts))[None, :, :]        # local: the CTA split is the same
+    return mine + gl.zeros([CTAS, BLOCK_M, CTAS], gl.float32, parts)
+
+
+@gluon.jit
+def softmax_one_round_kernel(x_ptr, out_ptr, M, n_div, x_stride_div, out_stride_div,
+                             BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, ALIGN: gl.constexpr,
+                             layout: gl.constexpr, parts: gl.constexpr, parts_smem: gl.constexpr,
+                             mine_smem: gl.constexpr, everyone: gl.constexpr, INSTRUMENT: gl.constexpr = False):
+    # softmax_kernel with the (max, sum) exchange written by hand: one round instead of the compiler's two.
+    CTAS: gl.constexpr = gl.num_ctas()
+    PER_CTA: gl.constexpr = BLOCK_N // CTAS
+    N = n_div * ALIGN
+    rows = gl.program_id(0) * BLOCK_M + gl.arange(0, BLOCK_M, gl.SliceLayout(1, gl.SliceLayout(2, layout)))
+    cta = gl.arange(0, CTAS, gl.SliceLayout(0, gl.SliceLayout(2, layout)))
+    j = gl.arange(0, PER_CTA, gl.SliceLayout(0, gl.SliceLayout(1, layout)))
+    rows = rows[:, None, None]
+    cols = cta[None, :, None] * PER_CTA + j[None, None, :]
+    mask = (rows < M) & (cols < N)
+    rows = rows.to(gl.int64)
+
+    # [destination CTA, row, source CTA]: CTA d's shared memory holds slice d, every source's pair for each row
+    m_all = gl.allocate_shared_memory(gl.float32, [CTAS, BLOCK_M, CTAS], parts_smem)
+    s_all = gl.allocate_shared_memory(gl.float32, [CTAS, BLOCK_M, CTAS], parts_smem)
+    landed = mbarrier.allocate_mbarrier()
+    mbarrier.init(landed, count=1)
+
+    with scope("load", INSTRUMENT):
+        x = gl.load(x_ptr + rows * (x_stride_div * ALIGN) + cols, mask=mask, other=-float("inf"))
+        sync_inits()                                        # peers will store into me: my barrier, seen cluster-wide
+        x = x.to(gl.float32)                                # (relaxed: it does not wait for the loads in flight)
+    with scope("local", INSTRUMENT):
+        m_cta = gl.max(x, axis=2)                           # inside each CTA; -inf if its slice is all masked
+        m_safe = gl.where(m_cta == -float("inf"), 0.0, m_cta)   # for the local exponent only
+        e = gl.exp2((x - m_safe[:, :, None]) * LOG2E)
+        s_cta = gl.sum(e, axis=2)
+    with scope("exchange", INSTRUMENT):
+        mbarrier.expect(landed, 2 * BLOCK_M * CTAS * 4)     # every source's (max, sum) of every row, into me
+        hopper.async_store(m_all, _to_every_cta(m_cta, parts), landed)   # st.async to every CTA, bytes
+        hopper.async_store(s_all, _to_every_cta(s_cta, parts), landed)   # completing on its barrier
+        acquire_wait(landed, 0)                             # .acquire.cluster: the bytes' release is cluster-scoped
+        ms = m_all.reinterpret(gl.float32, [BLOCK_M, CTAS], mine_smem).load(everyone)   # my slice, local
+        ss = s_all.reinterpret(gl.float32, [BLOCK_M, CTAS], mine_smem).load(everyone)
+        m = gl.max(ms, axis=1)
+        s = gl.sum(gl.where(ms == m[:, None], ss, ss * gl.exp2((ms - m[:, None]) * LOG2E)), axis=1)
+        mbarrier.invalidate(landed)
+    with scope("store", INSTRUMENT):
+        m = gl.convert_layout(m, gl.SliceLayout(1, gl.SliceLayout(2, layout)))   # every CTA holds every row
+        s = gl.convert_layout(s, gl.SliceLayout(1, gl.SliceLayout(2, layout)))
         scale = gl.exp2((m_cta - m[:, None]) * LOG2E) / s[:, None]
         y = e * scale[:, :, None]
         gl.store(out_ptr + rows * (out_stride_div * ALIGN) + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
@@ -161,6 +226,21 @@ class SoftmaxConfig:
         """fp32 values of the tile each thread holds in registers."""
         return self.block_m * self.block_n // (32 * self.num_warps * self.num_ctas)
 
+    def exchange_layouts(self) -> dict:
+        """The layouts of ``softmax_one_round_kernel``'s exchange: ``parts`` holds a CTA's (max, sum) of each row
+        once per destination ([CTAS, BLOCK_M, CTAS], split by source), ``parts_smem`` the buffer that receives
+        them (split by destination), ``mine_smem`` one CTA's own slice of it and ``everyone`` how it is read
+        (a row of sources per thread; every CTA holds all of it)."""
+        bits = range(log2(self.num_ctas))
+        lanes = min(32, self.num_ctas)
+        return dict(
+            parts=gl.BlockedLayout([1, 1, 1], [lanes, 32 // lanes, 1], [1, self.num_warps, 1], [0, 1, 2],
+                                   cga_layout=[[0, 0, 1 << i] for i in bits]),
+            parts_smem=gl.SwizzledSharedLayout(1, 1, 1, [2, 1, 0], cga_layout=[[1 << i, 0, 0] for i in bits]),
+            mine_smem=gl.SwizzledSharedLayout(1, 1, 1, [1, 0], cga_layout=[[0, 0] for _ in bits]),
+            everyone=gl.BlockedLayout([1, self.num_ctas], [32, 1], [self.num_warps, 1], [1, 0],
+                                      cga_layout=[[0, 0] for _ in bits]))
+
     def explain(self) -> str:
         head = (f"N={self.N} {self.dtype}: {self.num_ctas} CTA(s) x {self.num_warps} warp(s), "
                 f"{self.block_m} row(s) of {self.block_n} per program, {self.vec}-wide vectors, "
@@ -180,8 +260,8 @@ def _check_pow2(name, value, limit):
 def make_config(N: int, num_ctas: int = 1, num_warps: int = 4, block_m: int = 1,
                 dtype: str = "float32", reasons=()) -> SoftmaxConfig:
     """Build the layouts for a row width, cluster size, warp count and rows per program."""
-    if dtype not in lens.DTYPES:
-        raise TypeError(f"softmax supports {', '.join(lens.DTYPES)}, not {dtype}")
+    if dtype not in DTYPES:
+        raise TypeError(f"softmax supports {', '.join(DTYPES)}, not {dtype}")
     if not isinstance(N, int) or N < 1:
         raise ValueError(f"the row width N must be a positive integer, got {N!r}")
     check_cluster_size(num_ctas)
@@ -191,7 +271,7 @@ def make_config(N: int, num_ctas: int = 1, num_warps: int = 4, block_m: int = 1,
     if block_n < num_ctas:
         raise ValueError(f"a row of {N} elements cannot be split over {num_ctas} CTAs; use at most {block_n}")
     per_cta = block_n // num_ctas                       # columns each CTA owns
-    vec = min(16 // lens.DTYPES[dtype].bytes, per_cta)   # 16-byte loads where the row allows
+    vec = min(16 // DTYPES[dtype].bytes, per_cta)   # 16-byte loads where the row allows
     tpw_n = min(32, per_cta // vec)                     # lanes along the row ...
     tpw_m = 32 // tpw_n                                 # ... the rest stack rows
     wpc_n = min(num_warps, per_cta // (vec * tpw_n))    # warps along the row ...
@@ -214,27 +294,31 @@ def make_config(N: int, num_ctas: int = 1, num_warps: int = 4, block_m: int = 1,
 ONE_CTA_MAX_N = 32768        # up to here one CTA holds a row: no cluster traffic at all
 VALUES_PER_THREAD = 16       # short rows: ~16 values per thread, extra warps stack rows
 WIDE_VALUES = 128            # wide rows: 4 warps per CTA, 128 values per thread, as few CTAs as that allows
-SWEEPS = ("softmax_sweep.json", "softmax_sweep_wide.json")
+
+
+SWEEPS = ("softmax_sweep.json", "softmax_sweep_wide.json")     # the sweeps recorded under results/<gpu>/
+SWEEPS_DATA = "softmax_sweeps.json"      # ... as package data (multicta_kernels/data/), written by tools/update_data.py
 
 
 @functools.lru_cache(maxsize=None)
 def recorded_sweeps(gpu_folder: str = "h200") -> tuple:
-    """Every configuration the recorded fp32 sweeps measured on one GPU: (records, provenance)."""
-    from . import bench
-    recs, meta = [], None
-    for name in SWEEPS:
-        path = bench.RESULTS / gpu_folder / name
-        if path.exists():
-            result = bench.load(path)
-            recs += bench.records(result)
-            meta = meta or {"gpu": result["gpu"], "date": result["date"]}
-    return tuple(recs), meta
+    """Every configuration the recorded fp32 sweeps measured on one GPU: (records, provenance), from the package's
+    data (``data/softmax_sweeps.json``, generated from results/<gpu>/softmax_sweep*.json by tools/update_data.py):
+    the picker reads no file outside the package."""
+    import json
+    from importlib import resources
+    sweeps = json.loads(resources.files(__package__).joinpath("data", SWEEPS_DATA).read_text())
+    if gpu_folder not in sweeps:
+        return (), None
+    got = sweeps[gpu_folder]
+    return tuple(dict(zip(got["columns"], r)) for r in got["rows"]), {"gpu": got["gpu"], "date": got["date"]}
 
 
 def recorded_best(N: int, gpu_folder: str = "h200"):
     """The best measured (CTAs, warps, rows per program) for rows as wide as ``N`` (the same power of
     two: the same tile), its fraction of copy bandwidth, the runner-up and how many were measured; None
     if nothing was recorded for that width."""
+    validate.count(N, "N", high=1 << 31)
     recs, meta = recorded_sweeps(gpu_folder)
     same = [r for r in recs if _pow2(r["N"]) == _pow2(N) and r["values_per_thread"] <= MAX_VALUES_PER_THREAD]
     best_of = {}                             # one entry per configuration: its best measurement
@@ -255,8 +339,8 @@ def pick_config(N: int, dtype: str = "float32") -> SoftmaxConfig:
     """Choose CTAs, warps and rows per program for rows of ``N`` elements, with the reasons: the best
     configuration of the recorded sweep for this width when there is one (fp32), a rule fitted to
     those sweeps otherwise."""
-    if dtype not in lens.DTYPES:
-        raise TypeError(f"softmax supports {', '.join(lens.DTYPES)}, not {dtype}")
+    if dtype not in DTYPES:
+        raise TypeError(f"softmax supports {', '.join(DTYPES)}, not {dtype}")
     if not isinstance(N, int) or N < 1:
         raise ValueError(f"the row width N must be a positive integer, got {N!r}")
     if N > MAX_N:
@@ -297,15 +381,25 @@ def pick_config(N: int, dtype: str = "float32") -> SoftmaxConfig:
     return make_config(N, num_ctas, num_warps, 1, dtype, reasons)
 
 
+EXCHANGES = ("compiler", "one_round")
+
+
 def multicta_softmax(x, out=None, *, config: SoftmaxConfig | None = None, two_pass: bool = False,
-                     instrument: bool = False):
+                     exchange: str | None = None, instrument: bool = False, kernel=None):
     """Softmax over the last dimension of a 2-D CUDA tensor (fp32, fp16 or bf16).
 
     Rows may be strided (``x[:, :N]`` of a wider tensor); elements within a row must be
     contiguous. ``out`` (optional) receives the result and may be ``x`` itself; nothing is written
     to it if the call is rejected. ``two_pass=True`` runs the chapter's first kernel (two
-    cross-CTA reductions) instead of the fused one. ``instrument=True`` compiles the timeline
-    scopes in (they record only under proton: see ``multicta_kernels.timeline``).
+    cross-CTA reductions) instead of the fused one (``exchange`` does not apply to it). ``exchange`` picks how the fused kernel merges the
+    CTAs' (max, sum) pairs: "compiler" (``gl.reduce`` across the CTAs: two exchanges through cluster
+    barriers) or "one_round" (``softmax_one_round_kernel``: every CTA stores its pairs into every CTA's
+    shared memory and waits once; the default, faster on every width and dtype measured on the H200:
+    results/h200/softmax_exchange.json); one CTA needs no exchange. ``instrument=True`` compiles the timeline
+    scopes in (they record only under proton: see ``multicta_kernels.measure.traces``). ``kernel`` launches
+    another ``@gluon.jit`` function with ``softmax_kernel``'s parameters in its place (a copy you changed, as in
+    chapter 1's "Change it and see", with the compiler's exchange; ``config_of(spec)`` gives the configuration of
+    its lens spec).
     """
     import torch
 
@@ -314,7 +408,7 @@ def multicta_softmax(x, out=None, *, config: SoftmaxConfig | None = None, two_pa
     if x.dim() != 2:
         raise ValueError(f"x must be 2-D (rows, columns), got shape {tuple(x.shape)}; "
                          "reshape it, e.g. x.reshape(-1, x.shape[-1])")
-    if lens.dtype_name(x.dtype) not in lens.DTYPES:
+    if dtype_name(x.dtype) not in DTYPES:
         raise TypeError(f"x has dtype {x.dtype}; the softmax supports float32, float16 and bfloat16")
     M, N = x.shape
     if N > MAX_N:
@@ -335,11 +429,25 @@ def multicta_softmax(x, out=None, *, config: SoftmaxConfig | None = None, two_pa
             raise ValueError(f"out.stride(1) is {out.stride(1)}: each output row must be contiguous")
         if M > 1 and out.stride(0) < N:
             raise ValueError(f"out.stride(0) is {out.stride(0)} < N = {N}: output rows would overlap")
+    if exchange is None:                       # the one-round exchange, unless a copy of softmax_kernel is given
+        exchange = "compiler" if kernel is not None else "one_round"
+    if exchange not in EXCHANGES:
+        raise ValueError(f"exchange must be one of {EXCHANGES}, got {exchange!r}")
+    if kernel is not None:
+        from triton.experimental.gluon._runtime import GluonJITFunction
+        if not isinstance(kernel, GluonJITFunction):
+            raise TypeError(f"kernel must be a @gluon.jit function, got {type(kernel).__name__}")
+        if kernel.arg_names != softmax_kernel.arg_names:
+            raise ValueError(f"kernel must take softmax_kernel's parameters {softmax_kernel.arg_names}, got "
+                             f"{kernel.arg_names}")
+        if two_pass or exchange != "compiler":
+            raise ValueError("kernel replaces the fused softmax_kernel (the compiler's exchange): leave two_pass=False "
+                             "and exchange unset")
     if config is None:
-        config = pick_config(N, lens.dtype_name(x.dtype))
-    elif config.block_n < N or config.dtype != lens.dtype_name(x.dtype):
-        raise ValueError(f"config was made for N={config.N} {config.dtype}, not N={N} {lens.dtype_name(x.dtype)}; "
-                         f"build one with pick_config({N}, {lens.dtype_name(x.dtype)!r})")
+        config = pick_config(N, dtype_name(x.dtype))
+    elif config.block_n < N or config.dtype != dtype_name(x.dtype):
+        raise ValueError(f"config was made for N={config.N} {config.dtype}, not N={N} {dtype_name(x.dtype)}; "
+                         f"build one with pick_config({N}, {dtype_name(x.dtype)!r})")
     require(CLUSTERS, "multicta_softmax")
     check_on_gpu(x, "x")
     if M == 0 or N == 0:
@@ -347,13 +455,26 @@ def multicta_softmax(x, out=None, *, config: SoftmaxConfig | None = None, two_pa
     align = alignment(N, x, out, config.vec)
     if two_pass:
         kernel, extra = softmax_two_pass_kernel, dict(layout=config.layout_2d)
+    elif exchange == "one_round" and config.num_ctas > 1:
+        kernel, extra = softmax_one_round_kernel, dict(layout=config.layout, **config.exchange_layouts(),
+                                                       INSTRUMENT=instrument)
     else:
-        kernel, extra = softmax_kernel, dict(layout=config.layout, INSTRUMENT=instrument)
+        kernel, extra = kernel or softmax_kernel, dict(layout=config.layout, INSTRUMENT=instrument)
     kernel[(math.ceil(M / config.block_m),)](
         x, out, M, N // align, x.stride(0) // align, out.stride(0) // align,
         BLOCK_M=config.block_m, BLOCK_N=config.block_n, ALIGN=align, **extra,
         num_warps=config.num_warps, num_ctas=config.num_ctas)
     return out
+
+
+def config_of(spec) -> SoftmaxConfig:
+    """The configuration a lens spec of the fused kernel (``softmax_spec``, or a reader's copy of it made with
+    ``lens.with_kernel``) compiles with, its layout included: what ``multicta_softmax(..., config=config_of(spec),
+    kernel=spec.fn)`` launches, for rows of up to ``BLOCK_N`` elements."""
+    c, o = spec.constexprs, spec.options
+    cfg = make_config(c["BLOCK_N"], o.get("num_ctas", 1), o.get("num_warps", 4), c["BLOCK_M"],
+                      dtype_name(spec.signature["x_ptr"].lstrip("*")))
+    return replace(cfg, layout=c["layout"])
 
 
 def alignment(N: int, x, out, vec: int) -> int:
@@ -371,22 +492,35 @@ _EXPECT_CLUSTER = (".reqnctapercluster", "mapa.shared::cluster", "ld.shared::clu
                    "barrier.cluster.wait")
 
 
+# The one-round exchange: asynchronous stores into every CTA's shared memory, counted in bytes on its barrier.
+_EXPECT_ONE_ROUND = (".reqnctapercluster", "mapa.shared::cluster", "st.async", "mbarrier::complete_tx::bytes",
+                     "mbarrier.try_wait.parity.acquire.cluster", "fence.mbarrier_init.release.cluster")
+
+
 def kernel_spec(name, kernel, use_2d, num_ctas, N, num_warps, block_m, dtype, instrument=False):
-    """Either softmax kernel as the lens compiles it (default row: 16384 columns per CTA)."""
-    N = N or 16384 * num_ctas
+    """A softmax kernel as the lens compiles it (default row: 16384 columns per CTA)."""
+    num_ctas = validate.cluster_size(num_ctas)
+    N = 16384 * num_ctas if N is None else validate.count(N, "N", high=1 << 31)
+    num_warps = validate.optional_count(num_warps, "num_warps", high=MAX_WARPS)
+    block_m = validate.optional_count(block_m, "block_m", high=1 << 16)
+    validate.boolean(instrument, "instrument")
     cfg = pick_config(N, dtype)
-    cfg = make_config(N, num_ctas, num_warps or cfg.num_warps, block_m or cfg.block_m, dtype)
-    ty = lens.DTYPES[dtype].short
+    cfg = make_config(N, num_ctas, cfg.num_warps if num_warps is None else num_warps,
+                      cfg.block_m if block_m is None else block_m, dtype)
+    ty = DTYPES[dtype].short
+    one_round = kernel is softmax_one_round_kernel
+    extra = cfg.exchange_layouts() if one_round else {}
     sig = {"x_ptr": f"*{ty}", "out_ptr": f"*{ty}", "M": "i32", "n_div": "i32", "x_stride_div": "i32",
            "out_stride_div": "i32", "BLOCK_M": "constexpr", "BLOCK_N": "constexpr", "ALIGN": "constexpr",
-           "layout": "constexpr", **({} if use_2d else {"INSTRUMENT": "constexpr"})}
+           "layout": "constexpr", **{k: "constexpr" for k in extra},
+           **({} if use_2d else {"INSTRUMENT": "constexpr"})}
+    expect = _EXPECT_ROW + ((_EXPECT_ONE_ROUND if one_round else _EXPECT_CLUSTER) if num_ctas > 1 else ())
     return lens.KernelSpec(
         name=name, fn=kernel, signature=sig,
         constexprs={"BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "ALIGN": cfg.vec,
-                    "layout": cfg.layout_2d if use_2d else cfg.layout, **({} if use_2d else {"INSTRUMENT": instrument})},
-        options={"num_warps": cfg.num_warps, "num_ctas": num_ctas},
-        expect=_EXPECT_ROW + (_EXPECT_CLUSTER if num_ctas > 1 else ()),
-        divisible=("x_ptr", "out_ptr"))
+                    "layout": cfg.layout_2d if use_2d else cfg.layout, **extra,
+                    **({} if use_2d else {"INSTRUMENT": instrument})},
+        options={"num_warps": cfg.num_warps, "num_ctas": num_ctas}, expect=expect, divisible=("x_ptr", "out_ptr"))
 
 
 def softmax_spec(num_ctas: int = 1, N: int | None = None, num_warps: int | None = None,
@@ -395,16 +529,22 @@ def softmax_spec(num_ctas: int = 1, N: int | None = None, num_warps: int | None 
     return kernel_spec("softmax", softmax_kernel, False, num_ctas, N, num_warps, block_m, dtype, instrument)
 
 
+def softmax_one_round_spec(num_ctas: int = 2, N: int | None = None, num_warps: int | None = None,
+                           block_m: int | None = None, dtype: str = "float32", instrument: bool = False) -> lens.KernelSpec:
+    """The fused softmax with its one-round exchange (st.async into every CTA), for clusters of 2 or more."""
+    check_cluster_size(num_ctas, low=2)
+    return kernel_spec("softmax_one_round", softmax_one_round_kernel, False, num_ctas, N, num_warps, block_m, dtype,
+                       instrument)
+
+
 def softmax_two_pass_spec(num_ctas: int = 1, N: int | None = None, num_warps: int | None = None,
                           block_m: int | None = None, dtype: str = "float32") -> lens.KernelSpec:
     """The two-reduction softmax, for comparison."""
     return kernel_spec("softmax_two_pass", softmax_two_pass_kernel, True, num_ctas, N, num_warps, block_m, dtype)
 
 
-# ------------------------------------------------------------------------------------ benchmarks
-
-# The seed's 11 shapes (B200 reference in results/reference/) plus odd widths that need masks.
-SEED_SHAPES = [(32768, 256), (32768, 512), (32768, 1024), (32768, 2048), (32768, 4096), (32768, 8192),
+# The upstream tutorial's 11 shapes (its B200 table in results/reference/) plus odd widths that need masks.
+TUTORIAL_SHAPES = [(32768, 256), (32768, 512), (32768, 1024), (32768, 2048), (32768, 4096), (32768, 8192),
                (32768, 16384), (32768, 32768), (32768, 65536), (16384, 131072), (8192, 262144)]
 ODD_SHAPES = [(32768, 1000), (32768, 3000), (16384, 50000), (8192, 200000)]
 WIDE_SHAPES = [(32768, 65536), (16384, 131072), (8192, 262144)]
@@ -414,6 +554,11 @@ def candidates(N: int, dtype: str = "float32", max_ctas: int = MAX_CLUSTER_CTAS,
                max_rows: int = 64):
     """Every sensible (CTAs, warps, rows per program) for rows of N: the sweep's search space (from
     ``min_values`` to MAX_VALUES_PER_THREAD fp32 values per thread, at most ``max_rows`` rows stacked)."""
+    validate.count(N, "N", high=1 << 31)
+    validate.dtype(dtype)
+    validate.count(max_ctas, "max_ctas", high=MAX_CLUSTER_CTAS)
+    validate.count(min_values, "min_values", high=1 << 10)
+    validate.count(max_rows, "max_rows", high=1 << 16)
     block_n = _pow2(N)
     seen, out = set(), []
     for c in (1, 2, 4, 8, 16):
@@ -435,19 +580,12 @@ def candidates(N: int, dtype: str = "float32", max_ctas: int = MAX_CLUSTER_CTAS,
     return out
 
 
-def _measure(x, out, cfg, bench, two_pass=False):
-    import torch
-    multicta_softmax(x, out, config=cfg, two_pass=two_pass)
-    err = (out.float() - torch.softmax(x.float(), dim=1)).abs().max().item()
-    ms = bench.time_ms(lambda: multicta_softmax(x, out, config=cfg, two_pass=two_pass))
-    return ms, err
-
-
 # ------------------------------------------------------------------------- baselines of the benchmark
 
 def upstream_design_configs(N: int) -> list[tuple[int, int]]:
     """(CTAs, warps) worth trying for the upstream design: the smallest cluster that holds the row and
     two and four times it, 1 to 8 warps, 16 to 128 values per thread (fewer for rows under 512)."""
+    validate.count(N, "N", high=1 << 31)
     block_n = _pow2(N)
     fewest = max(1, block_n // (8 * 32 * MAX_VALUES_PER_THREAD))     # the smallest cluster that holds the row
     return [(c, w) for c in (fewest, 2 * fewest, 4 * fewest) for w in (1, 2, 4, 8)
@@ -457,6 +595,17 @@ def upstream_design_configs(N: int) -> list[tuple[int, int]]:
 
 def upstream_design(x, out, num_ctas: int, num_warps: int):
     """Launch :func:`upstream_design_kernel` (one row per program) on a CUDA tensor; returns ``out``."""
+    _check_upstream(num_ctas, num_warps)
+    validate.tensor(x, "x", 2, _TORCH_FLOAT32())
+    validate.tensor(out, "out", 2, _TORCH_FLOAT32())
+    if tuple(out.shape) != tuple(x.shape):
+        raise ValueError(f"out must have x's shape {tuple(x.shape)}, got {tuple(out.shape)}")
+    if _pow2(x.shape[1]) // num_ctas < 4 * 32 * num_warps:
+        raise ValueError(f"num_ctas x num_warps ({num_ctas} x {num_warps}) is too many for rows of {x.shape[1]}: "
+                         f"each CTA needs at least 128 x num_warps columns")
+    require(CLUSTERS if num_ctas > 1 else CUDA, "upstream_design", instead=_GLUON_INSTEAD)
+    check_on_gpu(x, "x")
+    check_on_gpu(out, "out")
     M, N = x.shape
     block_n = _pow2(N)
     layout = gl.BlockedLayout([4], [32], [num_warps], [0], cga_layout=[[1 << i] for i in range(log2(num_ctas))])
@@ -470,11 +619,16 @@ def online_softmax(x, out=None, *, num_warps: int = 8, chunk: int = 4096):
     """Softmax of rows of any width with one CTA per row (:func:`online_softmax_kernel`), the baseline a
     cluster must beat on wide rows. CUDA tensors, fp32/fp16/bf16, contiguous rows."""
     import torch
-    if not isinstance(x, torch.Tensor) or x.dim() != 2 or lens.dtype_name(x.dtype) not in lens.DTYPES:
+    if not isinstance(x, torch.Tensor) or x.dim() != 2 or dtype_name(x.dtype) not in DTYPES:
         raise TypeError("x must be a 2-D float32, float16 or bfloat16 tensor")
     if x.shape[1] > 1 and x.stride(1) != 1:
         raise ValueError(f"x.stride(1) is {x.stride(1)}: rows must be contiguous (x.contiguous())")
-    require(CUDA, "online_softmax")
+    _check_online(num_warps, chunk)
+    if out is not None:
+        validate.tensor(out, "out", 2, (x.dtype,))
+        if tuple(out.shape) != tuple(x.shape):
+            raise ValueError(f"out must have x's shape {tuple(x.shape)}, got {tuple(out.shape)}")
+    require(CUDA, "online_softmax", instead=_GLUON_INSTEAD)
     check_on_gpu(x, "x")
     out = torch.empty_like(x) if out is None else out
     M, N = x.shape
@@ -485,124 +639,32 @@ def online_softmax(x, out=None, *, num_warps: int = 8, chunk: int = 4096):
     return out
 
 
-def sweep(quick: bool = False, log=print, shapes=None, space=None) -> dict:
-    """Time every candidate configuration on every benchmark shape (fp32); ``space`` narrows
-    :func:`candidates` (keyword arguments)."""
+EXCHANGE_SHAPES = [(32768, 65536), (16384, 131072), (8192, 262144), (8192, 200000)]
+
+
+_GLUON_INSTEAD = ("compile it with multicta_kernels.lens and read the recorded results in results/ (a Gluon kernel: "
+                  "Triton's interpreter does not run it)")
+
+
+def _TORCH_FLOAT32():
     import torch
-    from . import bench
-    require(CLUSTERS, "the softmax sweep")
-    copy = bench.copy_ceiling_gbps()
-    log(f"[softmax-sweep] copy ceiling {copy:.0f} GB/s")
-    shapes = shapes or (SEED_SHAPES + ODD_SHAPES)[:: 4 if quick else 1]
-    rows = []
-    for M, N in shapes:
-        x = torch.empty((M, N), device="cuda").uniform_(-4, 4)
-        out = torch.empty_like(x)
-        nbytes = 2 * x.numel() * x.element_size()
-        for cfg in candidates(N, **(space or {})):
-            ms, err = _measure(x, out, cfg, bench)
-            g = bench.gbps(nbytes, ms)
-            rows.append([M, N, cfg.num_ctas, cfg.num_warps, cfg.block_m, cfg.values_per_thread,
-                         round(ms * 1e3, 2), round(g, 1), round(g / copy, 4), err])
-            log(f"[softmax-sweep] {M}x{N} ctas={cfg.num_ctas} warps={cfg.num_warps} rows={cfg.block_m}: "
-                f"{g:.0f} GB/s ({g / copy:.2f} of copy) err={err:.1e}")
-        del x, out
-        torch.cuda.empty_cache()
-    return {"method": {"timer": "do_bench_cudagraph", "statistic": "median", "dtype": "float32",
-                       "data": "uniform(-4, 4), fresh per shape", "bytes": "2 * M * N * 4 (read x, write out)",
-                       "space": f"candidates(N): 1-16 CTAs, 1-16 warps, 16-{MAX_VALUES_PER_THREAD} values per thread"},
-            "ceilings": {"copy_gbps": round(copy, 1)},
-            "columns": ["M", "N", "num_ctas", "num_warps", "block_m", "values_per_thread", "time_us",
-                        "gbps", "fraction_of_copy", "max_abs_err"],
-            "rows": rows}
+    return (torch.float32,)
 
 
-WIDE_SPACE = dict(min_values=32, max_rows=2)       # wide rows: fewer, fuller threads; at most 2 rows per program
+def _check_upstream(num_ctas, num_warps):
+    validate.cluster_size(num_ctas)
+    validate.power_of_two(num_warps, "num_warps", 1, MAX_WARPS)
 
 
-def sweep_wide(quick: bool = False, log=print) -> dict:
-    """The sweep of rows that need a cluster (WIDE_SHAPES), over WIDE_SPACE: 32 to 128 values per thread,
-    at most 2 rows per program (the narrower sweep of results/h200/softmax_sweep.json stopped at 64)."""
-    result = sweep(log=log, shapes=WIDE_SHAPES[:1] if quick else WIDE_SHAPES, space=WIDE_SPACE)
-    result["method"]["space"] = f"candidates(N, **{WIDE_SPACE})"
-    return result
-
-
-def benchmark(quick: bool = False, log=print) -> dict:
-    """The chapter's benchmark, all in one run: the picked configuration (fused and two-pass kernels),
-    the upstream tutorial's design at the best of its configurations, torch.softmax, a single-CTA online
-    softmax on wide rows, the copy of the same bytes, and how many clusters fit on the GPU at once."""
-    import torch
-    from . import bench
-    from .checks import assert_softmax_close
-    from .cluster import max_clusters
-    require(CLUSTERS, "the softmax benchmark")
-    copy = bench.copy_ceiling_gbps()
-    blas = bench.cublas_tflops()
-    log(f"[softmax] copy ceiling {copy:.0f} GB/s, cuBLAS fp16 {blas:.0f} TFLOP/s")
-    shapes = (SEED_SHAPES + ODD_SHAPES)[:: 4 if quick else 1]
-    rows = []
-    for M, N in shapes:
-        x = torch.empty((M, N), device="cuda").uniform_(-4, 4)
-        out = torch.empty_like(x)
-        nbytes = 2 * x.numel() * x.element_size()
-        gb = lambda ms: bench.gbps(nbytes, ms)                                        # noqa: E731
-        cfg = pick_config(N)
-        ms, err = _measure(x, out, cfg, bench)
-        resident = _resident_clusters(x, out, cfg, max_clusters)
-        two_ms = _measure(x, out, cfg, bench, two_pass=True)[0]
-        seed = []
-        for c, w in upstream_design_configs(N):
-            upstream_design(x, out, c, w)
-            assert_softmax_close(out, x, f"the upstream design at {c} x {w}")     # element-wise, scaled by N
-            seed.append((bench.time_ms(lambda: upstream_design(x, out, c, w)), f"{c} CTA x {w} warps"))
-        seed_ms, seed_cfg = min(seed)
-        online = None
-        if N > ONE_CTA_MAX_N:
-            online_softmax(x, out)
-            assert_softmax_close(out, x, "online softmax")
-            online = round(gb(bench.time_ms(lambda: online_softmax(x, out))), 1)
-        torch_ms = bench.time_ms(lambda: torch.softmax(x, dim=1))
-        copy_ms = bench.time_ms(lambda: out.copy_(x))
-        g = gb(ms)
-        rows.append([M, N, cfg.num_ctas, cfg.num_warps, cfg.block_m, cfg.values_per_thread, resident, round(g, 1),
-                     round(gb(two_ms), 1), round(gb(seed_ms), 1), seed_cfg, round(gb(torch_ms), 1), online,
-                     round(gb(copy_ms), 1), round(g / copy, 4), round(gb(seed_ms) / copy, 4),
-                     round(gb(torch_ms) / copy, 4), err])
-        log(f"[softmax] {M}x{N}: ours {g:.0f} GB/s ({g / copy:.3f}) with {cfg.num_ctas}x{cfg.num_warps}, upstream design "
-            f"{gb(seed_ms):.0f} ({seed_cfg}), torch {gb(torch_ms):.0f}, online {online}, {resident} clusters resident")
-        del x, out
-        torch.cuda.empty_cache()
-    return {"method": {"timer": "do_bench_cudagraph", "statistic": "median", "dtype": "float32",
-                       "data": "uniform(-4, 4), fresh per shape", "bytes": "2 * M * N * 4 (read x, write out)",
-                       "config": "pick_config(N): the best of the recorded sweep for this width",
-                       "seed_design": "upstream_design_kernel (the design of python/tutorials/gluon/14-multicta.py), "
-                                      "best of upstream_design_configs(N) in this run",
-                       "online": "online_softmax_kernel: one CTA per row, two passes over the row (rows > 32768)",
-                       "resident_clusters": "cuOccupancyMaxActiveClusters of the picked kernel where Triton's "
-                                            "binding is exact (4-warp CTAs), else null"},
-            "ceilings": {"copy_gbps": round(copy, 1), "cublas_fp16_tflops": {"8192x8192x8192": round(blas, 1)}},
-            "columns": ["M", "N", "num_ctas", "num_warps", "block_m", "values_per_thread", "resident_clusters",
-                        "gluon_gbps", "two_pass_gbps", "seed_design_gbps", "seed_design_config", "torch_gbps",
-                        "online_gbps", "copy_same_bytes_gbps", "gluon_fraction", "seed_design_fraction",
-                        "torch_fraction", "max_abs_err"],
-            "rows": rows}
-
-
-def _resident_clusters(x, out, cfg, max_clusters) -> int:
-    """How many clusters of the picked kernel the GPU holds at once (the occupancy calculator)."""
-    M, N = x.shape
-    align = alignment(N, x, out, cfg.vec)
-    compiled = softmax_kernel.warmup(x, out, M, N // align, x.stride(0) // align, out.stride(0) // align,
-                                     BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, ALIGN=align, layout=cfg.layout,
-                                     INSTRUMENT=False, grid=(1,), num_warps=cfg.num_warps, num_ctas=cfg.num_ctas)
-    from .cluster import resident_clusters_known
-    if not resident_clusters_known(cfg.num_warps, compiled.metadata.shared):
-        return None                          # Triton's binding assumes 4 warps: its answer would be wrong
-    return max_clusters(compiled, cfg.num_ctas)
+def _check_online(num_warps, chunk):
+    validate.power_of_two(num_warps, "num_warps", 1, MAX_WARPS)
+    validate.power_of_two(chunk, "chunk", 128 * num_warps, 1 << 16, " (a block of the row: at least 4 values "
+                          "per lane of every warp)")
 
 
 def upstream_design_spec(num_ctas: int = 4, N: int = 65536, num_warps: int = 4) -> lens.KernelSpec:
+    _check_upstream(num_ctas, num_warps)
+    validate.count(N, "N", high=1 << 31)
     layout = gl.BlockedLayout([4], [32], [num_warps], [0], cga_layout=[[1 << i] for i in range(log2(num_ctas))])
     return lens.KernelSpec("softmax_upstream_design", upstream_design_kernel,
                            {"x_ptr": "*fp32", "out_ptr": "*fp32", "n_div": "i32", "x_stride_div": "i32",
@@ -612,6 +674,7 @@ def upstream_design_spec(num_ctas: int = 4, N: int = 65536, num_warps: int = 4) 
 
 
 def online_softmax_spec(num_warps: int = 8, chunk: int = 4096) -> lens.KernelSpec:
+    _check_online(num_warps, chunk)
     return lens.KernelSpec("online_softmax", online_softmax_kernel,
                            {"x_ptr": "*fp32", "out_ptr": "*fp32", "n_div": "i32", "x_stride_div": "i32",
                             "out_stride_div": "i32", "CHUNK": "constexpr", "ALIGN": "constexpr", "layout": "constexpr"},

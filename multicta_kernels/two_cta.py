@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 
-import multicta_kernels  # noqa: F401
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.blackwell import (TensorMemoryLayout, allocate_tensor_memory,
@@ -17,8 +16,10 @@ from triton.experimental.gluon.language.nvidia.blackwell import (TensorMemoryLay
 from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier, tma
 
 from . import lens
-from .hardware import TCGEN05, check_on_gpu, require
-from .cluster import check_operands, check_tma_tensor, descriptor_type, nvmma_layout, operand_cga_layouts
+from .core import validate
+from .core.dtypes import DTYPES, dtype_name
+from .core.hardware import TCGEN05, check_on_gpu, require
+from .gluon.operands import check_operands, check_tma_tensor, descriptor_type, nvmma_layout, operand_cga_layouts
 from .multicast import blackwell_multicast_mma
 
 
@@ -77,7 +78,11 @@ def two_cta_mma_kernel(a_desc, b_desc, c_desc, acc_layout: gl.constexpr):
 def tile_layouts(M: int, N: int, K: int, two_ctas: bool, dtype: str = "float16") -> dict:
     """Shared and tensor-memory layouts for one [M, N] tile with depth K (1 CTA, or a 2-CTA pair):
     the accumulator is split along M by the pair, A and B follow from it (chapter 3)."""
-    dt = lens.DTYPES[dtype].gl
+    validate.boolean(two_ctas, "two_ctas")
+    for name, v in (("M", M), ("N", N), ("K", K)):
+        validate.power_of_two(v, name, 16, 256)
+    validate.one_of(dtype, "dtype", tuple(DTYPES))
+    dt = DTYPES[dtype].gl
     acc = [(1, 0)] if two_ctas else []                      # the pair splits C along M
     a, b = operand_cga_layouts(acc, two_ctas)              # 2-CTA: A along M, B along N
     return dict(a=nvmma_layout([M, K], dt, a), b=nvmma_layout([K, N], dt, b), c=nvmma_layout([M, N], dt, acc),
@@ -87,32 +92,48 @@ def tile_layouts(M: int, N: int, K: int, two_ctas: bool, dtype: str = "float16")
 
 
 def _check_tile(a, b, two_ctas):
+    validate.boolean(two_ctas, "two_ctas")
     M, N, K = check_operands(a, b)
     want_m = 256 if two_ctas else 128
     if M != want_m:
         raise ValueError(f"a {'2-CTA' if two_ctas else '1-CTA'} tile has M = {want_m} "
                          f"({'128 rows per CTA of the pair' if two_ctas else 'the instruction M'}), got {M}")
-    if N % (16 if two_ctas else 8) or not 16 <= N <= 256:
-        raise ValueError(f"N must be a multiple of {16 if two_ctas else 8} from 16 to 256 (TMEM columns), got {N}")
-    if K % 16 or not 16 <= K <= 128:
-        raise ValueError(f"K must be a multiple of 16 from 16 to 128 for one tile in shared memory, got {K}")
+    # N and K are TMA boxes too (B is one [K, N] box, A one [M, K] box): powers of two, as Triton's
+    # TensorDescriptor and operands.check_tma_tensor require.
+    if N & (N - 1) or not 16 <= N <= 256:
+        raise ValueError(f"N must be a power of two from 16 to 256 (tensor-memory columns; a TMA box), got {N}")
+    if K & (K - 1) or not 16 <= K <= 128:
+        raise ValueError(f"K must be a power of two from 16 to 128 (one tile in shared memory; a TMA box), got {K}")
 
 
-def mma_tile(a, b, *, two_ctas: bool = True):
-    """C = A @ B for one tile, by one CTA (M = 128) or by a 2-CTA pair (M = 256), on Blackwell."""
+def mma_tile(a, b, *, two_ctas: bool = True, out=None, kernel=None):
+    """C = A @ B for one tile, by one CTA (M = 128) or by a 2-CTA pair (M = 256), on Blackwell. ``out``: where C
+    goes (an (M, N) tensor of A's dtype; by default a new one). ``kernel`` launches another ``@gluon.jit`` function
+    with the twin's parameters instead (a copy you changed, as in chapter 4's "Change it and see")."""
     import torch
+    from triton.experimental.gluon._runtime import GluonJITFunction
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+    twin = two_cta_mma_kernel if two_ctas else one_cta_mma_kernel
+    kernel = twin if kernel is None else kernel
+    if not isinstance(kernel, GluonJITFunction):
+        raise TypeError(f"kernel must be a @gluon.jit function, got {type(kernel).__name__}")
+    if kernel.arg_names != twin.arg_names:
+        raise ValueError(f"kernel must take {twin.fn.__name__}'s parameters {twin.arg_names}, got {kernel.arg_names}")
     _check_tile(a, b, two_ctas)
     check_tma_tensor(a, "a", [min(a.shape[0], 256), a.shape[1]])
     check_tma_tensor(b, "b", list(b.shape))
+    M, K = a.shape
+    N = b.shape[1]
+    if out is not None:
+        if not isinstance(out, torch.Tensor) or tuple(out.shape) != (M, N) or out.dtype != a.dtype:
+            got = f"{tuple(out.shape)} {out.dtype}" if isinstance(out, torch.Tensor) else type(out).__name__
+            raise ValueError(f"out must be a ({M}, {N}) {a.dtype} tensor, got {got}")
+        check_tma_tensor(out, "out", [M, N])
     require(TCGEN05, "mma_tile")
     check_on_gpu(a, "a")
     check_on_gpu(b, "b")
-    M, K = a.shape
-    N = b.shape[1]
-    lay = tile_layouts(M, N, K, two_ctas, lens.dtype_name(a.dtype))
-    c = torch.empty((M, N), device=a.device, dtype=a.dtype)
-    kernel = two_cta_mma_kernel if two_ctas else one_cta_mma_kernel
+    lay = tile_layouts(M, N, K, two_ctas, dtype_name(a.dtype))
+    c = torch.empty((M, N), device=a.device, dtype=a.dtype) if out is None else out
     kernel[(1,)](TensorDescriptor.from_tensor(a, [M, K], lay["a"]), TensorDescriptor.from_tensor(b, [K, N], lay["b"]),
                  TensorDescriptor.from_tensor(c, [M, N], lay["c"]), lay["acc"], num_warps=4, num_ctas=lay["num_ctas"])
     return c
@@ -131,6 +152,9 @@ def looped_mma(a, b):
 def intensity(tile_m: int, tile_n: int, k: int, two_ctas: bool, elem_bytes: int = 2) -> dict:
     """FLOPs per byte of shared memory each CTA reads for one MMA of a tile_m x tile_n x k tile
     (in 2-CTA mode the tile belongs to the pair: each CTA holds half of A and half of B)."""
+    for name, v in (("tile_m", tile_m), ("tile_n", tile_n), ("k", k), ("elem_bytes", elem_bytes)):
+        validate.count(v, name)
+    validate.boolean(two_ctas, "two_ctas")
     ctas = 2 if two_ctas else 1
     a_bytes = tile_m * k * elem_bytes // ctas
     b_bytes = k * tile_n * elem_bytes // ctas
@@ -142,7 +166,7 @@ def intensity(tile_m: int, tile_n: int, k: int, two_ctas: bool, elem_bytes: int 
 def tile_spec(name, kernel, two_ctas, M, N, K, dtype="float16"):
     """The lens spec of either twin for one M x N x K tile."""
     lay = tile_layouts(M, N, K, two_ctas, dtype)
-    dt = lens.DTYPES[dtype].gl
+    dt = DTYPES[dtype].gl
     sig = {"a_desc": descriptor_type(dt, [M, K], lay["a"]), "b_desc": descriptor_type(dt, [K, N], lay["b"]),
            "c_desc": descriptor_type(dt, [M, N], lay["c"]), "acc_layout": "constexpr"}
     expect = ("tcgen05.mma.cta_group::2", "tcgen05.alloc.cta_group::2", "tcgen05.commit.cta_group::2",
@@ -217,32 +241,3 @@ def commit_mask(ptx: str) -> tuple[str, int]:
     if line.startswith("shl"):
         return line, int(setter(line.split(",")[1].strip()).rstrip(";").split(",")[1])
     return line, int(line.rstrip(";").split(",")[1])
-
-
-def draw_pair(M: int = 256, N: int = 128, K: int = 64):
-    """What each CTA of a pair holds for one M x N x K 2-CTA MMA: A and B from Triton's views of
-    their shared layouts; the accumulator (tensor memory has no view) from the cga model."""
-    import matplotlib.pyplot as plt
-    import numpy as np
-    from matplotlib.colors import ListedColormap
-    from .layouts import PALETTE, cta_owner, ownership
-    lay = tile_layouts(M, N, K, True)
-    a = ownership(lay["a"], [M, K]).cta
-    b = ownership(lay["b"], [K, N]).cta
-    c = np.log2(cta_owner([[1, 0]], [M, N], 2)).astype(int)
-    cmap = ListedColormap(PALETTE[:2])
-    fig, axes = plt.subplots(1, 3, figsize=(11, 3.8), gridspec_kw={"width_ratios": [K, N, N]})
-    for ax, data, title in ((axes[0], a, f"A [{M}, {K}] in shared memory"), (axes[1], b, f"B [{K}, {N}] in shared memory"),
-                            (axes[2], c, f"C [{M}, {N}] in tensor memory")):
-        ax.imshow(data, cmap=cmap, vmin=-0.5, vmax=1.5, aspect="auto", interpolation="nearest")
-        ax.set_title(title, fontsize=9)
-        for cta in (0, 1):
-            r, k = np.argwhere(data == cta).mean(axis=0)
-            ax.text(k, r, f"CTA {cta}", ha="center", va="center", fontsize=9, weight="bold")
-    for ax, (ylab, xlab) in zip(axes, (("M", "K"), ("K", "N"), ("M", "N"))):
-        ax.set_ylabel(ylab)
-        ax.set_xlabel(xlab)
-    fig.suptitle(f"one tcgen05.mma.cta_group::2, issued by CTA 0: C[{M}x{N}] = A[{M}x{K}] @ B[{K}x{N}]; "
-                 "each CTA holds half of A (rows), half of B (columns), half of C (rows)", fontsize=9)
-    fig.tight_layout()
-    return fig

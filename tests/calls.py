@@ -7,7 +7,7 @@ import contextlib
 import pytest
 import torch
 
-from multicta_kernels import hardware
+from multicta_kernels.core import hardware
 
 
 def assert_refused_before_hardware(prepare, m, n, k, kwargs, exc, msg, capability):

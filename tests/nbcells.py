@@ -31,7 +31,11 @@ def code_cell_with(notebook, needle):
 
 def variant(tmp_path, name, *kernels, edits=None, drop=None):
     """The source of package ``kernels`` with ``edits`` (old -> new, each applying exactly once) and without
-    the lines whose code is ``drop``, in a new module that star-imports the kernels' own module."""
+    the lines whose code is ``drop``, in a new module that star-imports the kernels' own module. One kernel:
+    ``lens.variant``; several (a kernel and the helpers it calls, edited together) are written side by side."""
+    if len(kernels) == 1:
+        fn = lens.variant(kernels[0], edits=edits, drop=drop, name=name, folder=tmp_path)
+        return inspect.getmodule(fn.fn)
     module = inspect.getmodule(kernels[0].fn)
     parts = [f"from {module.__name__} import *", "from triton.experimental import gluon"]
     src = "\n\n\n".join(parts + [textwrap.dedent(inspect.getsource(k.fn)) for k in kernels])

@@ -32,7 +32,7 @@ def test_pair_barriers():
 @pytest.mark.parametrize("num_ctas", [2, 16])
 def test_cost_kernel_runs(num_ctas):
     out = torch.zeros(1, device="cuda", dtype=torch.int32)
-    group_all = barriers._layouts(num_ctas)["group_all"]
+    group_all = barriers.cluster_layouts(num_ctas)["group_all"]
     for mode in barriers.MODES:
         barriers.barrier_cost_kernel[(1,)](out, 101, MODE=mode, group_all=group_all, num_warps=1, num_ctas=num_ctas)
         torch.cuda.synchronize()
@@ -42,6 +42,6 @@ def test_cost_kernel_runs(num_ctas):
 @pytest.mark.parametrize("num_ctas", [2, 16])
 def test_cluster_barrier_inside_warp_specialize_completes(num_ctas):
     """Every CTA's default partition reports that its worker passed the cluster barrier, within 60 s."""
-    from multicta_kernels.notebook import run_live
+    from multicta_kernels.show.notebook import run_live
     out = run_live("cluster_barrier_in_partition", lambda: barriers.cluster_barrier_in_partition(num_ctas), 60)
     assert out.tolist() == [1] * num_ctas

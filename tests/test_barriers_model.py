@@ -123,23 +123,25 @@ def test_warp_specialize_rules():
 
 @pytest.mark.parametrize("name, params", [("cluster_exchange", {"num_ctas": 4}), ("ping_pong", {"num_ctas": 4}),
                                           ("pair_sum", {})])
-def test_data_hand_offs_are_fenced_at_cluster_scope(name, params):
-    """A user's arrive and wait order memory at CTA scope only; a DSMEM hand-off needs cluster scope.
-    In the PTX, every arrive that follows shared-memory traffic comes after a fence.acq_rel.cluster
-    (itself after the CTA barrier, since one thread arrives for all), and every read of a peer's
-    shared memory after a wait comes after a fence."""
+def test_data_hand_offs_release_and_acquire_at_cluster_scope(name, params):
+    """A user's arrive and wait order memory at CTA scope only; a DSMEM hand-off needs a release and an acquire
+    at cluster scope (PTX ISA memory model: morally strong operations). In the PTX, every arrive that follows
+    shared-memory traffic is ``mbarrier.arrive.release.cluster`` after a CTA barrier (one thread arrives for
+    all), and every read of a peer's shared memory comes after a ``try_wait...acquire.cluster``."""
     from multicta_kernels import lens
     ptx = catalog.compile(name, "sm_90a", **params).ptx
-    dirty, waited, arrives = False, False, 0
+    dirty, synced, acquired, arrives = False, False, False, 0
     for _, op, line in lens.instructions(ptx):
-        if op.startswith(("st.shared", "stmatrix", "ld.shared::cluster")) and "mbarrier" not in line:
-            assert not (waited and op.startswith("ld.shared::cluster")), f"{name}: a peer's data read before a fence"
-            dirty = True
-        elif op == "fence.acq_rel.cluster":
-            dirty = waited = False
+        if op.startswith(("st.shared", "stmatrix", "ld.shared")) and "mbarrier" not in line:
+            assert not op.startswith("ld.shared::cluster") or acquired, f"{name}: a peer's data read without an acquire"
+            dirty, synced = True, False
+        elif op in ("bar.sync", "barrier.sync"):
+            synced = True
         elif op.startswith("mbarrier.arrive"):
-            assert not dirty, f"{name}: an arrive publishes shared-memory traffic without a cluster fence"
-            arrives += 1
+            assert ".release.cluster" in op, f"{name}: {op} is not a release at cluster scope"
+            assert not dirty or synced, f"{name}: an arrive releases other threads' writes without a CTA barrier"
+            dirty, arrives = False, arrives + 1
         elif "mbarrier.try_wait" in line:
-            waited = True
+            assert ".acquire.cluster" in line, f"{name}: a wait that is not an acquire at cluster scope"
+            acquired = True
     assert arrives >= 2

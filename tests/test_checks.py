@@ -1,4 +1,4 @@
-"""The element-wise checks (multicta_kernels.checks) on the CPU: they catch what a relative-norm bound
+"""The element-wise checks (multicta_kernels.core.accuracy) on the CPU: they catch what a relative-norm bound
 (bench.rel_err < 1e-2, the check they replaced) lets through, and they pass correct results.
 
 Every corruption test first makes sure the corruption is real (and, where it makes the point, that the
@@ -6,8 +6,8 @@ norm bound would have passed it); ``pytest.raises`` fails the test if the check 
 import pytest
 import torch
 
-from multicta_kernels import bench
-from multicta_kernels.checks import assert_matmul_close, assert_softmax_close, poisoned
+from multicta_kernels.measure import timing
+from multicta_kernels.core.accuracy import assert_matmul_close, assert_softmax_close, poisoned
 
 
 def operands(M, N, K, dtype, seed=0):
@@ -45,7 +45,7 @@ def test_matmul_zeroed_row_raises(wide):
     a, b, good = wide
     bad = good.clone()
     bad[4321] = 0
-    assert bench.rel_err(bad, a.float() @ b.float()) < 1e-2          # the norm bound lets it through
+    assert timing.rel_err(bad, a.float() @ b.float()) < 1e-2          # the norm bound lets it through
     with pytest.raises(AssertionError, match="not close"):
         assert_matmul_close(written(bad), a, b)
 
@@ -65,7 +65,7 @@ def test_matmul_swapped_tiles_raise(wide):
     t1, t2 = (slice(16, 32), slice(32, 48)), (slice(9000, 9016), slice(512, 528))
     bad[t1], bad[t2] = good[t2], good[t1]
     assert not torch.equal(bad, good)
-    assert bench.rel_err(bad, a.float() @ b.float()) < 1e-2          # the norm bound lets it through
+    assert timing.rel_err(bad, a.float() @ b.float()) < 1e-2          # the norm bound lets it through
     with pytest.raises(AssertionError, match="not close"):
         assert_matmul_close(written(bad), a, b)
 

@@ -11,9 +11,12 @@ from triton.experimental.gluon import language as gl
 
 from calls import assert_refused_before_hardware
 from multicta_kernels import clc_matmul as cm
-from multicta_kernels import hardware, lens, tile_order
-from multicta_kernels.checks import assert_matmul_close, poisoned
-from multicta_kernels.hardware import TCGEN05, UnsupportedHardwareError
+from multicta_kernels.benchmarks import clc_matmul as clc_bench
+from multicta_kernels import lens
+from multicta_kernels.gluon import tile_order
+from multicta_kernels.core import hardware
+from multicta_kernels.core.accuracy import assert_matmul_close, poisoned
+from multicta_kernels.core.hardware import TCGEN05, UnsupportedHardwareError
 
 
 def test_kernel_snake_helper_matches_python():
@@ -43,9 +46,15 @@ def test_configurations_compile_with_their_instructions(cfg):
 @pytest.mark.parametrize("cfg, msg", [
     ({"cga_layout": ((0, 1),)}, "must start with \\(1, 0\\)"),
     ({"block_m": 96}, "64 or 128"),
-    ({"block_n": 512}, "at most 256 columns"),
+    ({"block_n": 512}, "block_n must be a power of two from 16 to 256"),
+    ({"block_n": 192, "epilogue_n": 64}, "block_n must be a power of two from 16 to 256 .a TMA box"),
+    ({"block_n": 8, "epilogue_n": 8}, "block_n must be a power of two from 16"),
     ({"acc_stages": 3}, "512 columns"),
-    ({"epilogue_n": 48}, "divide block_n"),
+    ({"epilogue_n": 48}, "epilogue_n must be a power of two from 8 to block_n = 256"),
+    ({"block_n": 64, "epilogue_n": 128}, "epilogue_n must be a power of two from 8 to block_n = 64"),
+    ({"stages": 0}, "stages must be an integer from 1 to 16, got 0"),
+    ({"acc_stages": 0}, "acc_stages must be an integer from 1 to 4, got 0"),
+    ({"block_k": 128}, "block_k must be 32 or 64 .a 64- or 128-byte swizzled row., got 128"),
     ({"stages": 9}, "shared memory"),
     ({"cga_layout": ((1, 0), (0, 1))}, "splits the output tile along M only"),
     ({"cga_layout": ((1, 0), (2, 0), (0, 1))}, "splits the output tile along M only"),
@@ -170,19 +179,19 @@ def test_clc_matmul_is_prepare_then_launch(monkeypatch):
 
 
 def test_benchmark_times_prepared_launches(monkeypatch):
-    """The clc-matmul benchmark hands bench.matmul_sweep prepare()'s launch() for each variant (not the
+    """The clc-matmul benchmark hands sweeps.matmul_sweep prepare()'s launch() for each variant (not the
     one-call wrapper, whose Python front the timer would see)."""
-    from multicta_kernels import bench
+    from multicta_kernels.measure import sweeps
     seen = {}
 
     def sweep(variants, shapes, log, tag, dtype="float16"):
         seen.update(variants=variants, shapes=shapes)
         return ["M", "N", "K", "cublas_tflops", "torch_tflops"], [[8192, 8192, k, 1.0, 1.0] for _, _, k in shapes]
     prepared = []
-    monkeypatch.setattr(bench, "matmul_sweep", sweep)
+    monkeypatch.setattr(sweeps, "matmul_sweep", sweep)
     monkeypatch.setattr(cm, "prepare", lambda a, b, c, **cfg: prepared.append(cfg) or ("launch", cfg))
     with hardware.pretend((10, 0), "NVIDIA B200"):
-        result = cm.benchmark(quick=True, log=lambda *_: None)
+        result = clc_bench.benchmark(quick=True, log=lambda *_: None)
     assert list(seen["variants"]) == list(cm.VARIANTS) == ["clc_2cta", "clc_4cta"]
     got = [make(None, None, None) for make in seen["variants"].values()]
     assert got == [("launch", cfg) for cfg in cm.VARIANTS.values()] and prepared == list(cm.VARIANTS.values())
@@ -234,18 +243,36 @@ def test_makespan_models():
         cm.makespan([1.0], 2, True, [1.0])
 
 
+def test_every_configuration_plan_accepts_has_tma_boxes_triton_accepts():
+    """plan refuses what a later layer would (operands.check_tma_tensor, Triton's TensorDescriptor): over the
+    whole range of block_n and epilogue_n, plan accepts exactly the powers of two whose boxes pass."""
+    from multicta_kernels.gluon.operands import check_tma_tensor
+    t = torch.empty(1024, 1024, dtype=torch.float16)
+    for block_n in range(8, 257, 8):
+        for epilogue_n in range(8, block_n + 1, 8):
+            try:
+                p = cm.plan(1024, 1024, 1024, gl.float16, **{**cm.CONFIG, "block_n": block_n, "epilogue_n": epilogue_n,
+                                                             "stages": 2})
+            except ValueError as exc:
+                assert "block_n" in str(exc) or "epilogue_n" in str(exc), exc
+                continue
+            check_tma_tensor(t, "b", [p.block_k, p.block_n])
+            check_tma_tensor(t, "out", [min(p.tile_m, 256), p.epilogue_n])
+            assert block_n in (16, 32, 64, 128, 256) and epilogue_n & (epilogue_n - 1) == 0
+
+
 @pytest.mark.tcgen05
 @pytest.mark.parametrize("cfg", [{"cga_layout": ((1, 0),)}, {"cga_layout": ((1, 0), (2, 0))},
                                  {"block_n": 128, "epilogue_n": 128, "stages": 4},
-                                 {"cga_layout": ((1, 0), (2, 0)), "block_n": 192, "epilogue_n": 64}])
+                                 {"cga_layout": ((1, 0), (2, 0)), "block_n": 64, "epilogue_n": 64}])
 @pytest.mark.parametrize("M, N, K, dtype", [(1024, 1024, 512, torch.float16), (1000, 776, 328, torch.float16),
                                             (3000, 2056, 1000, torch.bfloat16), (256, 256, 64, torch.float16),
                                             (1, 256, 4096, torch.float16), (5000, 4096, 64, torch.float16)])
 def test_matches_torch(cfg, M, N, K, dtype):
-    """Element by element, NaN-poisoned; edge tiles, K of one block, M = 1, one or three sub-tiles per
-    tile, and many tiles per cluster (the epilogue's staging buffers alternate across tiles)."""
-    a = torch.randn(M, K, device="cuda").to(dtype)
-    b = torch.randn(K, N, device="cuda").to(dtype)
+    """Element by element, NaN-poisoned; edge tiles, K of one block, M = 1, one sub-tile per tile at 2 and
+    at 4 CTAs, and many tiles per cluster (the epilogue's staging buffers alternate across tiles)."""
+    a = torch.randn(M, K, device=hardware.tensor_device()).to(dtype)
+    b = torch.randn(K, N, device=hardware.tensor_device()).to(dtype)
     c = poisoned((M, N), dtype)
     cm.clc_matmul(a, b, out=c, **cfg)
     assert_matmul_close(c, a, b, str(cfg))

@@ -3,7 +3,7 @@
 instrumented kernel. Slow (each kernel is recompiled with instrumentation): `pytest -m consan`."""
 import pytest
 
-from multicta_kernels import doctor
+from multicta_kernels.cli import doctor, selftests
 
 CONSAN = {"TRITON_INSTRUMENTATION_MODE": "consan"}
 MARK = {"cuda": pytest.mark.cuda, "clusters": pytest.mark.clusters, "wgmma": pytest.mark.wgmma,
@@ -11,7 +11,7 @@ MARK = {"cuda": pytest.mark.cuda, "clusters": pytest.mark.clusters, "wgmma": pyt
 
 
 @pytest.mark.consan
-@pytest.mark.parametrize("name", [pytest.param(n, marks=MARK[c.feature.name]) for n, c in doctor.CHECKS.items()])
+@pytest.mark.parametrize("name", [pytest.param(n, marks=MARK[c.feature.name]) for n, c in selftests.CHECKS.items()])
 def test_passes_under_the_sanitizer(name):
-    (outcome,) = doctor.run_checks([doctor.CHECKS[name]], timeout=600, env=CONSAN, log=lambda _: None)
+    (outcome,) = doctor.run_checks([selftests.CHECKS[name]], timeout=600, env=CONSAN, log=lambda _: None)
     assert outcome.status == "PASS", f"{outcome.status}: {outcome.detail}"

@@ -10,7 +10,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 import explore_hopper_matmul as ex  # noqa: E402
 
-from multicta_kernels import hopper_matmul as hm, lens  # noqa: E402
+from multicta_kernels import hopper_matmul as hm, lens
+from multicta_kernels.core import dtypes  # noqa: E402
 
 
 @pytest.mark.parametrize("name", list(ex.DIAGNOSTICS))
@@ -30,14 +31,14 @@ def test_an_edit_that_does_not_apply_is_refused(tmp_path):
 def test_every_profiled_and_explored_configuration_is_valid():
     assert set(ex.PROFILED) <= set(ex.EXPLORE)
     for cfg in ex.EXPLORE.values():
-        hm.plan(8192, 8192, 512, lens.DTYPES["float16"].gl, **{**hm.CONFIG, **cfg})
+        hm.plan(8192, 8192, 512, dtypes.DTYPES["float16"].gl, **{**hm.CONFIG, **cfg})
 
 
 def test_record_ncu_turns_a_profile_into_one_row_per_launch(tmp_path):
     """The recorded K = 512 profile (results/h200/hopper_matmul_ncu_k512.json) is rebuilt by record_ncu, through
     the same CSV reader as the L2 table (bench.ncu_kernels)."""
     import csv
-    from multicta_kernels import bench
+    from multicta_kernels import results
     names = list(ex.PROFILED) + ["cuBLAS (CublasLt)", "torch.matmul"]
     path = tmp_path / "ncu.csv"
     with open(path, "w", newline="") as f:
@@ -51,7 +52,7 @@ def test_record_ncu_turns_a_profile_into_one_row_per_launch(tmp_path):
     out = ex.record_ncu(path, tmp_path / "ncu.json", env)
     assert out["columns"] == ["variant", "kernel", "gpu__time_duration.sum", "lts__t_sector_hit_rate.pct"]
     assert [r[0] for r in out["rows"]] == names and out["rows"][3][2:] == [110003.0, 91.5]
-    assert bench.load(tmp_path / "ncu.json")["benchmark"] == "hopper-matmul-ncu"
+    assert results.load(tmp_path / "ncu.json")["benchmark"] == "hopper-matmul-ncu"
     path.write_text(path.read_text().rsplit("\n", 3)[0] + "\n")              # a launch missing: refused
     with pytest.raises(ValueError, match="expected 7 profiled kernels"):
         ex.record_ncu(path, tmp_path / "ncu2.json", env)

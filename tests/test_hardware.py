@@ -6,8 +6,8 @@ import contextlib
 import pytest
 import torch
 
-from multicta_kernels import hardware
-from multicta_kernels.hardware import CLUSTERS, CUDA, TCGEN05, WGMMA, UnsupportedHardwareError
+from multicta_kernels.core import hardware
+from multicta_kernels.core.hardware import CLUSTERS, CUDA, TCGEN05, UnsupportedHardwareError, WGMMA
 
 
 @pytest.mark.parametrize("capability, has", [
@@ -41,6 +41,7 @@ def _launch_recorder(monkeypatch, kernels):
 def test_on_blackwell_no_hopper_kernel_compiles_and_every_blackwell_kernel_launches(monkeypatch):
     from multicta_kernels import clc_matmul as cm
     from multicta_kernels import hopper_matmul as hm
+    from multicta_kernels.benchmarks import hopper_matmul as hm_bench
     from multicta_kernels import multicast as mc
     from multicta_kernels import two_cta
     hopper_only = [hm.hopper_matmul_kernel, hm.pipelined_matmul_kernel, hm.mma_peak_kernel,
@@ -60,7 +61,7 @@ def test_on_blackwell_no_hopper_kernel_compiles_and_every_blackwell_kernel_launc
         two_cta.looped_mma(torch.randn(512, 128, dtype=h), torch.randn(128, 128, dtype=h))
         for call in (lambda: hm.hopper_matmul(a, b), lambda: hm.prepare(a, b, warp_specialize=False),
                      lambda: mc.hopper_multicast_matmul(torch.randn(256, 64, dtype=h), torch.randn(64, 128, dtype=h)),
-                     hm.mma_peak_tflops):
+                     hm_bench.mma_peak_tflops):
             with pytest.raises(UnsupportedHardwareError, match="sm_90 only"):
                 call()
     assert calls == ["clc_matmul_kernel", "clc_matmul_kernel", "one_cta_mma_kernel", "two_cta_mma_kernel",
@@ -81,7 +82,7 @@ def test_on_hopper_blackwell_kernels_are_refused_before_compiling(monkeypatch):
 
 
 def test_notebook_banner_says_live_or_lens(capsys):
-    from multicta_kernels import notebook
+    from multicta_kernels.show import notebook
     with hardware.pretend((10, 0), "NVIDIA B200"):
         notebook.banner(CLUSTERS, WGMMA, TCGEN05)
     text = capsys.readouterr().out
@@ -94,13 +95,13 @@ def test_notebook_banner_says_live_or_lens(capsys):
 
 
 def test_doctor_plans_by_capability():
-    from multicta_kernels import doctor
+    from multicta_kernels.cli import doctor, selftests
     for capability, never, always in (((10, 0), WGMMA, TCGEN05), ((9, 0), TCGEN05, WGMMA)):
         with hardware.pretend(capability) as dev:
             todo, skipped = doctor.plan(dev)
         assert {c.feature for c in todo} == {CUDA, CLUSTERS, always}
         assert {o.check.feature for o in skipped} == {never} and {o.status for o in skipped} == {"SKIP"}
-        assert len(todo) + len(skipped) == len(doctor.CHECKS)
+        assert len(todo) + len(skipped) == len(selftests.CHECKS)
 
 
 def test_require_or_exit_is_one_line_for_scripts():
@@ -114,9 +115,9 @@ def test_require_or_exit_is_one_line_for_scripts():
 
 def test_the_package_errors_render_as_one_line_in_a_notebook():
     """IPython calls _render_traceback_ instead of printing a traceback: one line, the class's own name."""
-    from multicta_kernels.isolation import TritonAborted
+    from multicta_kernels.core.isolation import TritonAborted
     from multicta_kernels.lens import LensCompileError
-    from multicta_kernels.notebook import KernelTimeout
+    from multicta_kernels.show.notebook import KernelTimeout
     errors = [hardware.UnsupportedHardwareError("needs clusters"), TritonAborted("LLVM ERROR: bad basis"),
               LensCompileError("no such layout", "softmax", "sm_90a"), KernelTimeout("ran past 60 s")]
     for e in errors:
@@ -128,9 +129,11 @@ def test_the_package_errors_render_as_one_line_in_a_notebook():
 def test_a_wgmma_kernel_compiled_for_blackwell_ends_the_process_that_compiles_it():
     """Why the capabilities keep wgmma kernels away from sm_100 (README, setup): Triton 3.9 does not refuse
     such a compile, LLVM aborts. Here it runs in a forked child, which dies; the lens refuses it up front."""
-    from multicta_kernels import hopper_matmul as hm, isolation, lens
-    from multicta_kernels.isolation import TritonAborted
+    from multicta_kernels import hopper_matmul as hm, lens
+    from multicta_kernels.core import isolation
+    from multicta_kernels.lens import compiler
+    from multicta_kernels.core.isolation import TritonAborted
     with pytest.raises(TritonAborted, match="Cannot select: intrinsic %llvm.nvvm.wgmma"):
-        isolation.isolated(lens._compile_here, hm.hopper_matmul_spec(), "sm_100a")
+        isolation.isolated(compiler._compile_here, hm.hopper_matmul_spec(), "sm_100a")
     with pytest.raises(ValueError, match="written for sm_90a only"):
         lens.compile(hm.hopper_matmul_spec(), "sm_100a")

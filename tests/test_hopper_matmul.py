@@ -8,10 +8,12 @@ import pytest
 import torch
 
 from calls import assert_refused_before_hardware
-from multicta_kernels import hardware
+from multicta_kernels.core import hardware
 from multicta_kernels import hopper_matmul as hm
+from multicta_kernels.benchmarks import hopper_matmul as hm_bench
 from multicta_kernels import lens
-from multicta_kernels.checks import assert_matmul_close, poisoned
+from multicta_kernels.core import dtypes
+from multicta_kernels.core.accuracy import assert_matmul_close, poisoned
 
 CONFIGS = {**hm.VARIANTS, **hm.ABLATION, "sub-tiled epilogue": dict(epilogue_n=64, stages=4),
            "bm64 bn128": dict(block_m=64, block_n=128, stages=4)}
@@ -129,7 +131,7 @@ def test_arguments_are_checked_before_the_hardware(kwargs, exc, msg, capability)
 def test_refused_on_blackwell_and_cpu_before_compiling(monkeypatch):
     """Valid arguments: wgmma is sm_90 only, so a B200 (pretended here) and a CPU are refused, and
     nothing is compiled (compiled for sm_100, wgmma would end the process)."""
-    from multicta_kernels.hardware import UnsupportedHardwareError
+    from multicta_kernels.core.hardware import UnsupportedHardwareError
     for k in (hm.hopper_matmul_kernel, hm.pipelined_matmul_kernel):
         monkeypatch.setattr(k, "warmup", lambda *a, **kw: pytest.fail("compiled a wgmma kernel"))
     a = torch.randn(256, 64, dtype=torch.float16)
@@ -143,8 +145,8 @@ def test_refused_on_blackwell_and_cpu_before_compiling(monkeypatch):
 def test_record_l2_turns_ncu_csv_into_a_result(tmp_path):
     """The recorded L2 table (results/h200/hopper_matmul_l2.json) is rebuilt from ncu's CSV by record_l2."""
     import csv
-    from multicta_kernels import bench
-    names = list(hm.L2_LAUNCHES) + ["cuBLAS"]
+    from multicta_kernels import results
+    names = list(hm_bench.L2_LAUNCHES) + ["cuBLAS"]
     path = tmp_path / "l2.csv"
     with open(path, "w", newline="") as f:
         f.write("==PROF== Connected to process\n")                    # ncu's chatter is skipped
@@ -155,13 +157,13 @@ def test_record_l2_turns_ncu_csv_into_a_result(tmp_path):
                                   ("lts__t_sectors_srcunit_tex_op_read.sum", 1e8), ("dram__bytes_read.sum", 5e8)):
                 w.writerow([i, f"kernel_{i}", "(132, 1, 1)", metric, "", f"{value:,.0f}"])
     env = {"gpu": "NVIDIA H200", "date": "2026-11-30", "triton": "3.9.0"}
-    out = hm.record_l2(path, tmp_path / "l2.json", env)
+    out = hm_bench.record_l2(path, tmp_path / "l2.json", env)
     assert [r[0] for r in out["rows"]] == names
     assert out["rows"][1][3] == 2.0 and out["rows"][0][5] == 3.2            # time in us; 1e8 sectors x 32 B
-    assert bench.load(tmp_path / "l2.json")["benchmark"] == "hopper-matmul-l2"
+    assert results.load(tmp_path / "l2.json")["benchmark"] == "hopper-matmul-l2"
     path.write_text(path.read_text().rsplit("\n", 5)[0] + "\n")              # a kernel missing: refused
     with pytest.raises(ValueError, match="expected"):
-        hm.record_l2(path, tmp_path / "l2b.json", env)
+        hm_bench.record_l2(path, tmp_path / "l2b.json", env)
 
 
 def test_l2_hints_put_a_cache_policy_on_every_tma_instruction():
@@ -177,7 +179,25 @@ def test_l2_hints_put_a_cache_policy_on_every_tma_instruction():
 def test_the_wrapper_picks_the_short_k_configuration_only_up_to_short_k():
     assert hm.pick_config(hm.SHORT_K) == hm.SHORT_K_CONFIG == hm.VARIANTS["ping-pong 128x128, L2 hints"]
     assert hm.pick_config(hm.SHORT_K + 8) == {}
-    p = hm.plan(8192, 8192, hm.SHORT_K, lens.DTYPES["float16"].gl, **{**hm.CONFIG, **hm.SHORT_K_CONFIG})
+    p = hm.plan(8192, 8192, hm.SHORT_K, dtypes.DTYPES["float16"].gl, **{**hm.CONFIG, **hm.SHORT_K_CONFIG})
     assert (p.consumers, p.block_m, p.block_n, p.l2_hints) == (2, 128, 128, True)
-    with pytest.raises(ValueError, match="l2_hints must be True or False"):
-        hm.plan(8192, 8192, 512, lens.DTYPES["float16"].gl, **{**hm.CONFIG, "l2_hints": "yes"})
+    with pytest.raises(TypeError, match="l2_hints must be True or False, got 'yes'"):
+        hm.plan(8192, 8192, 512, dtypes.DTYPES["float16"].gl, **{**hm.CONFIG, "l2_hints": "yes"})
+
+
+@pytest.mark.parametrize("module, plan_class", [(hm, "HopperPlan"), ("clc", "ClcPlan")])
+def test_a_plans_fields_are_its_options(module, plan_class):
+    """One list of options per wrapper: the plan's dataclass. CONFIG is its fields after dtype with their defaults,
+    and plan() takes exactly those names (any other is refused, naming the known ones)."""
+    import dataclasses
+
+    from multicta_kernels import clc_matmul as cm
+    from multicta_kernels.core.dtypes import DTYPES
+    mod = hm if module is hm else cm
+    cls = getattr(mod, plan_class)
+    fields = [f for f in dataclasses.fields(cls) if f.name != "dtype"]
+    assert list(mod.CONFIG) == [f.name for f in fields] and all(mod.CONFIG[f.name] == f.default for f in fields)
+    p = mod.plan(8192, 8192, 4096, DTYPES["float16"].gl)
+    assert isinstance(p, cls) and all(getattr(p, k) == v for k, v in mod.CONFIG.items() if v is not None)
+    with pytest.raises(TypeError, match=r"unknown options \['tile'\]; known: \[.*'block_k'"):
+        mod.plan(8192, 8192, 4096, DTYPES["float16"].gl, tile=3)

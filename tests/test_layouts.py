@@ -6,7 +6,8 @@ import pytest
 from random_layouts import random_cga_bases
 from triton.experimental.gluon import language as gl
 
-from multicta_kernels import layouts
+from multicta_kernels.core import layouts
+from multicta_kernels.show import figures
 from multicta_kernels.softmax import make_config
 
 
@@ -94,13 +95,13 @@ def test_bad_input_raises_instead_of_killing_python(layout, shape, msg):
     with pytest.raises(ValueError, match=msg):
         layouts.ownership(layout, shape)
     with pytest.raises(ValueError, match=msg):
-        layouts.show(layout, shape)
+        figures.layout_maps(layout, shape)
 
 
 def test_what_validation_misses_is_caught_in_a_child_process():
     """A linear layout whose block basis moves along two dimensions: Triton aborts; the reader gets
     Triton's own message in one line, and this process lives on."""
-    from multicta_kernels.isolation import TritonAborted
+    from multicta_kernels.core.isolation import TritonAborted
     bad = gl.DistributedLinearLayout([[0, 1]], [[0, 2], [0, 4], [0, 8], [1, 0], [2, 0]], [], [[1, 1]], [4, 16])
     with pytest.raises(TritonAborted, match="at most one dimension"):
         layouts.ownership(bad, [4, 16])
@@ -121,8 +122,8 @@ def test_model_matches_triton_when_the_tensor_is_smaller_than_the_cluster_tiling
 def test_draw_and_show_produce_figures():
     import matplotlib
     matplotlib.use("Agg")
-    fig = layouts.show(gl.BlockedLayout([1, 4], [4, 8], [2, 2], [1, 0], cga_layout=[[1, 0]]), [16, 32])
+    fig = figures.layout_maps(gl.BlockedLayout([1, 4], [4, 8], [2, 2], [1, 0], cga_layout=[[1, 0]]), [16, 32])
     assert len(fig.axes) >= 4
     s = gl.NVMMASharedLayout.get_default_for([64, 64], gl.float16, cga_layout=[[1, 0]])
     with pytest.raises(ValueError, match="no 'warp' owners"):
-        layouts.draw(layouts.ownership(s, [64, 64]), "warp")
+        figures.ownership_map(layouts.ownership(s, [64, 64]), "warp")

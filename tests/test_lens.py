@@ -173,3 +173,14 @@ def test_sass_census_reads_what_ptxas_makes():
     except OSError as err:                       # an installation without ptxas or cuobjdump
         pytest.skip(f"no ptxas or cuobjdump here: {err}")
     assert sass["UCGABAR_ARV"] >= 1 and sass["MEMBAR.ALL.GPU"] >= 1
+
+
+def test_same_code_ignores_where_the_source_lives():
+    """Triton's cache key ignores the source path while the PTX names it: a kernel compiled in another checkout
+    (a teacher's second clone, a CI runner's persistent cache) must still compare equal, and a real change not."""
+    from multicta_kernels import catalog
+    ptx = catalog.compile("softmax", "sm_90a", num_ctas=4).ptx
+    elsewhere = ptx.replace("multicta_kernels/", "other-clone/multicta_kernels/")
+    assert elsewhere != ptx and lens.same_code(elsewhere, ptx)
+    changed = ptx.replace("barrier.cluster.wait.aligned;", "barrier.cluster.wait;", 1)
+    assert not lens.same_code(changed, ptx)

@@ -3,7 +3,8 @@ matches torch.matmul; the tcgen05 loop on Blackwell."""
 import pytest
 import torch
 
-from multicta_kernels.checks import assert_matmul_close
+from multicta_kernels.core.accuracy import assert_matmul_close, poisoned
+from multicta_kernels.core import hardware
 from multicta_kernels import multicast as mc
 
 
@@ -25,7 +26,8 @@ def test_every_cta_receives_the_tile(num_ctas, shape, dtype, multicast):
 def test_hopper_multicast_matmul(dtype, num_ctas, release, M, N, K):
     a = torch.randn(M, K, device="cuda").to(dtype)
     b = torch.randn(K, N, device="cuda").to(dtype)
-    c = mc.hopper_multicast_matmul(a, b, num_ctas=num_ctas, release=release)
+    c = poisoned((M, N), dtype)                        # what the kernel does not write stays NaN
+    assert mc.hopper_multicast_matmul(a, b, num_ctas=num_ctas, release=release, out=c) is c
     assert_matmul_close(c, a, b)
 
 
@@ -41,6 +43,6 @@ def test_tile_stream_sees_every_tile(num_ctas, multicast):
 @pytest.mark.tcgen05
 @pytest.mark.parametrize("K", [64, 128, 640])
 def test_blackwell_multicast_mma_seed_example(K):
-    a = torch.randn(512, K, device="cuda", dtype=torch.float16)
-    b = torch.randn(K, 128, device="cuda", dtype=torch.float16)
+    a = torch.randn(512, K, device=hardware.tensor_device(), dtype=torch.float16)
+    b = torch.randn(K, 128, device=hardware.tensor_device(), dtype=torch.float16)
     assert_matmul_close(mc.blackwell_multicast_mma(a, b), a, b)

@@ -1,6 +1,6 @@
-"""What every chapter carries: the Colab set-up cell (the same everywhere, pointing at the book's
-repository, a no-op anywhere but Colab: nbval runs it on every machine), and its exercises listed in
-the workshop guide."""
+"""What every chapter carries: the Colab set-up cell (the same everywhere, a no-op anywhere but Colab: nbval runs
+it on every machine; on Colab it asks for the repository to clone until the book has a public home), and its
+exercises listed in the workshop guide."""
 import json
 import re
 import pathlib
@@ -24,12 +24,29 @@ def test_every_chapter_starts_with_the_colab_cell():
     assert [p.name for p in NOTEBOOKS if not colab_cell(p)] == []
 
 
-def test_colab_cells_are_identical_and_name_the_books_repository():
+def test_colab_cells_are_identical_and_say_what_they_need():
+    """Until the book has a public home there is no repository to clone: the cell names none, asks for one on
+    Colab, and the rendered book shows no launch buttons (_config.yml has no Binder or Colab URL)."""
     cells = {p.name: colab_cell(p) for p in NOTEBOOKS if colab_cell(p)}
     assert len(set(cells.values())) == 1, sorted(cells)
+    assert 'REPO = ""' in next(iter(cells.values()))
     config = (ROOT / "_config.yml").read_text()
-    url = config.split("repository:")[1].split("url:")[1].split()[0]
-    assert f'REPO = "{url}"' in next(iter(cells.values()))
+    launch = config.split("launch_buttons:")[1].split("\n\n")[0]
+    assert 'binderhub_url: ""' in launch and 'colab_url: ""' in launch, launch
+
+
+def test_colab_cell_without_a_repository_says_so_on_colab(monkeypatch):
+    src = colab_cell(ROOT / "notebooks/01-cga-layouts.ipynb")
+    monkeypatch.setitem(sys.modules, "google.colab", type(sys)("google.colab"))
+    calls = []
+
+    class Done:
+        returncode = 1          # "import multicta_kernels" fails: not installed yet
+
+    monkeypatch.setattr(subprocess, "run", lambda cmd, **k: calls.append(cmd) or Done())
+    with pytest.raises(SystemExit, match="Set REPO"):
+        exec(compile(src, "colab-cell", "exec"), {})
+    assert not any("git" in c for c in calls)
 
 
 def test_colab_cell_does_nothing_outside_colab(monkeypatch):
@@ -51,6 +68,7 @@ def test_colab_cell_installs_when_on_colab_and_package_missing(monkeypatch):
 
     monkeypatch.setattr(subprocess, "run", lambda cmd, **k: calls.append(cmd) or Done())
     monkeypatch.setattr(sys, "path", list(sys.path))
+    src = src.replace('REPO = ""', 'REPO = "https://example.org/multicta-gluon.git"')
     exec(compile(src, "colab-cell", "exec"), {})
     flat = [" ".join(c) for c in calls]
     assert any("git clone" in c for c in flat)

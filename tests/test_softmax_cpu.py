@@ -3,8 +3,8 @@ import pytest
 import torch
 
 from multicta_kernels import softmax
-from multicta_kernels import hardware
-from multicta_kernels.hardware import UnsupportedHardwareError
+from multicta_kernels.core import hardware
+from multicta_kernels.core.hardware import UnsupportedHardwareError
 
 
 @pytest.mark.parametrize("N", [1, 2, 3, 255, 256, 1000, 3000, 16385, 32768, 32769, 50000, 262144, 524288])
@@ -111,8 +111,8 @@ def test_register_budget_keeps_the_tile_in_registers():
     (ptxas on this machine); at twice the limit the tile spills, which is why make_config refuses it."""
     from unittest import mock
 
-    from multicta_kernels import bench, catalog, lens
-    widest = max(bench.records(bench.load("h200/softmax.json")), key=lambda r: r["N"])
+    from multicta_kernels import catalog, lens, results
+    widest = max(results.records(results.load("h200/softmax.json")), key=lambda r: r["N"])
     assert widest["values_per_thread"] == softmax.MAX_VALUES_PER_THREAD
     k = catalog.compile("softmax", "sm_90a", num_ctas=widest["num_ctas"], N=widest["N"],
                         num_warps=widest["num_warps"], block_m=widest["block_m"])
@@ -125,3 +125,55 @@ def test_register_budget_keeps_the_tile_in_registers():
     assert too_many["spill_stores"] > 0
     with pytest.raises(ValueError, match="spill"):
         softmax.make_config(widest["N"], widest["num_ctas"] // 2, widest["num_warps"], 1)
+
+
+def _masked_ctas(N):
+    from multicta_kernels.softmax import pick_config
+    cfg = pick_config(N)
+    per_cta = cfg.block_n // cfg.num_ctas
+    return sum(1 for c in range(cfg.num_ctas) if c * per_cta >= N)
+
+
+def test_widths_leave_masked_slices():
+    """The widths that tests/test_softmax_gpu.py shifts far below zero really leave CTAs of the picked
+    cluster without a valid column (else those tests would prove nothing about the masked slices)."""
+    assert [_masked_ctas(N) for N in (40000, 100000, 200000)] == [1, 1, 3]
+
+
+def test_a_readers_kernel_runs_through_the_wrapper(monkeypatch):
+    """kernel= with config_of(spec): chapter 1's "Change it and see" launches a reader's copy of the fused kernel
+    (here with its own cga_layout) through multicta_softmax: the spec's layout, block and cluster, the wrapper's
+    alignment and grid; the package's kernel is not run."""
+    from dataclasses import replace as dc_replace
+
+    from multicta_kernels import catalog, lens
+    from triton.experimental.gluon import language as gl
+    package = catalog.spec("softmax", num_ctas=4)
+    L = package.constexprs["layout"]
+    mine_fn = lens.variant(softmax.softmax_kernel, {"rows = rows.to(gl.int64)": "rows = rows.to(gl.int64)  # mine"},
+                           name="mine_softmax")
+    mine = lens.with_kernel(package, mine_fn, layout=gl.BlockedLayout(L.size_per_thread, L.threads_per_warp,
+                                                                      L.warps_per_cta, L.order,
+                                                                      cga_layout=[[0, 1, 0], [0, 0, 1]]))
+    cfg = softmax.config_of(mine)
+    assert (cfg.block_n, cfg.block_m, cfg.num_ctas, cfg.num_warps) == (mine.constexprs["BLOCK_N"],
+                                                                      mine.constexprs["BLOCK_M"], 4, 4)
+    assert cfg.layout is mine.constexprs["layout"] and dc_replace(cfg, layout=L) == softmax.config_of(package)
+    calls, theirs = [], []
+    monkeypatch.setattr(mine_fn, "run", lambda *a, **kw: calls.append((a, kw)))
+    monkeypatch.setattr(softmax.softmax_kernel, "run", lambda *a, **kw: theirs.append(a))
+    x = torch.randn(3, cfg.block_n - 37)
+    with hardware.pretend((9, 0), "NVIDIA H200"):
+        softmax.multicta_softmax(x, config=cfg, kernel=mine_fn)
+    assert theirs == [] and len(calls) == 1
+    assert calls[0][1]["layout"] is mine.constexprs["layout"] and calls[0][1]["num_ctas"] == 4
+
+
+@pytest.mark.parametrize("kwargs, exc, msg", [
+    (dict(kernel=lambda *a: None), TypeError, "@gluon.jit"),
+    (dict(kernel=softmax.online_softmax_kernel), ValueError, "softmax_kernel's parameters"),
+    (dict(kernel=softmax.softmax_kernel, two_pass=True), ValueError, "replaces the fused softmax_kernel"),
+])
+def test_a_bad_kernel_is_refused_before_the_hardware(kwargs, exc, msg):
+    with pytest.raises(exc, match=msg):
+        softmax.multicta_softmax(torch.randn(4, 100), **kwargs)

@@ -3,7 +3,7 @@ checked by checks.assert_softmax_close (reference in fp64, rtol by dtype, atol =
 import pytest
 import torch
 
-from multicta_kernels.checks import assert_softmax_close, poisoned
+from multicta_kernels.core.accuracy import assert_softmax_close, poisoned
 from multicta_kernels.softmax import make_config, multicta_softmax
 
 pytestmark = pytest.mark.clusters
@@ -40,9 +40,9 @@ def test_half_precision(dtype, M, N):
     assert_softmax_close(out, x)
 
 
-@pytest.mark.parametrize("two_pass", [False, True])
+@pytest.mark.parametrize("two_pass, exchange", [(False, "compiler"), (True, "compiler"), (False, "one_round")])
 @pytest.mark.parametrize("num_ctas", [1, 2, 4, 8, 16])
-def test_every_cluster_size(num_ctas, two_pass):
+def test_every_cluster_size(num_ctas, two_pass, exchange):
     """Same rows, every cluster size, both kernels: the cross-CTA reductions must agree with torch.
     N = 40000 leaves the last CTAs of a 16-CTA cluster with no valid column at all; one CTA gets a
     narrower row, since 40000 columns do not fit one CTA's registers."""
@@ -55,8 +55,8 @@ def test_every_cluster_size(num_ctas, two_pass):
         except ValueError:                   # too many values per thread for this warp count
             continue
         out = poisoned(x.shape, x.dtype)
-        multicta_softmax(x, out, config=cfg, two_pass=two_pass)
-        assert_softmax_close(out, x, f"{num_ctas} CTAs x {warps} warps, two_pass={two_pass}")
+        multicta_softmax(x, out, config=cfg, two_pass=two_pass, exchange=exchange)
+        assert_softmax_close(out, x, f"{num_ctas} CTAs x {warps} warps, two_pass={two_pass}, {exchange}")
         tried += 1
     assert tried >= 1, "no configuration was checked"
 
@@ -67,3 +67,74 @@ def test_in_place_and_extreme_values():
     original = x.clone()
     multicta_softmax(x, x)
     assert_softmax_close(x, original, "in place")
+
+
+# Rows whose maximum is far below zero. At these widths the picked cluster leaves whole CTAs with no
+# valid column (their slice is entirely past N): their max is -inf and must be exchanged as -inf, not
+# as a substitute 0 (with 0 exchanged, a row max below about -87 underflowed every partial sum: 0/0).
+FAR_BELOW = [40000, 100000, 200000, 1000, 65536]
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+
+
+@pytest.mark.parametrize("exchange", ["compiler", "one_round"])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shift", [-50.0, -90.0, -200.0])
+@pytest.mark.parametrize("N", FAR_BELOW)
+def test_rows_far_below_zero(N, shift, dtype, exchange):
+    x = (torch.randn(3, N, device="cuda") + shift).to(dtype)
+    out = poisoned(x.shape, dtype)
+    multicta_softmax(x, out, exchange=exchange)
+    assert_softmax_close(out, x, f"randn {shift:+g}, N = {N}, {dtype}, {exchange}")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("N", FAR_BELOW)
+def test_rows_of_minus_inf_but_one(N, dtype):
+    """Every element -inf but one finite value per row (anywhere, far below zero too): that element is 1."""
+    x = torch.full((4, N), float("-inf"), device="cuda", dtype=dtype)
+    where = torch.tensor([0, N // 3, N - 1, N // 2])
+    x[torch.arange(4), where] = torch.tensor([0.0, -300.0, 7.0, -95.0], device="cuda").to(dtype)
+    for two_pass, exchange in ((False, "compiler"), (True, "compiler"), (False, "one_round")):
+        out = poisoned(x.shape, dtype)
+        multicta_softmax(x, out, two_pass=two_pass, exchange=exchange)
+        want = torch.zeros_like(out)
+        want[torch.arange(4), where] = 1
+        assert torch.equal(out, want), f"two_pass={two_pass}, {exchange}: {int((out != want).sum())} elements differ"
+
+
+@pytest.mark.parametrize("N", [40000, 200000])
+def test_fused_as_accurate_as_two_pass(N):
+    """Shifted rows: the fused kernel's largest relative error stays within 3x the two-pass kernel's
+    (exchanging a substitute 0 for a masked slice's max made it about 20x worse at shifts -50 and -90)."""
+    for shift in (-50.0, -90.0):
+        x = torch.randn(8, N, device="cuda") + shift
+        ref = torch.softmax(x.double(), dim=1)
+        err = {}
+        for two_pass in (False, True):
+            out = poisoned(x.shape, x.dtype)
+            multicta_softmax(x, out, two_pass=two_pass)
+            err[two_pass] = ((out.double() - ref).abs() / ref).max().item()
+        assert err[False] <= 3 * err[True] + 1e-7, f"shift {shift}: fused {err[False]:.2e}, two-pass {err[True]:.2e}"
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("M, N", [(1, 4097), (5, 40000), (33, 65536), (7, 131072), (2, 200000), (3, 262144),
+                                  (1, 524288)])
+def test_one_round_exchange(M, N, dtype):
+    """The hand-written exchange (st.async into every CTA's shared memory, one wait) against torch, with
+    strided rows, at the picked cluster and at every other cluster size that holds the row."""
+    x = torch.randn(M, N + 3, device="cuda").to(dtype)[:, :N] * 3
+    name = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}[dtype]
+    tried = 0
+    for ctas in (2, 4, 8, 16):
+        for warps in (4, 8, 16):
+            try:
+                cfg = make_config(N, ctas, warps, 1, dtype=name)
+            except ValueError:               # does not fit this cluster's registers, or too few columns
+                continue
+            out = poisoned((M, N), dtype)
+            multicta_softmax(x, out, config=cfg, exchange="one_round")
+            assert_softmax_close(out, x, f"one round, {ctas} CTAs x {warps} warps, {M}x{N} {dtype}")
+            tried += 1
+            break
+    assert tried >= 1, "no configuration was checked"

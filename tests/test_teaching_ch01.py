@@ -1,4 +1,5 @@
-"""What Part 0 and chapter 1 teach, checked against the functions and compiled code they teach it from.
+"""What Part 0 (and its Appendix A) and chapter 1 teach, checked against the functions and compiled
+code they teach it from.
 
 The notebooks assert their claims when they run; these tests pin the claims that live in prose (or in
 the package, outside the notebook) so that a change to a kernel or a helper that makes the text wrong
@@ -15,6 +16,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PART0 = ROOT / "notebooks" / "00-triton-foundations.ipynb"
+APPENDIX = ROOT / "notebooks" / "A1-triton-extras.ipynb"     # the sections Part 0 no longer carries
 CH1 = ROOT / "notebooks" / "01-cga-layouts.ipynb"
 
 
@@ -50,7 +52,7 @@ def own_cells(path):
 def test_the_explorer_draws_what_chapter_1_says_about_its_example():
     import matplotlib.pyplot as plt
 
-    from multicta_kernels import widgets
+    from multicta_kernels.show import widgets
     calls = [c for c in cells(CH1) if c["cell_type"] == "code" and "widgets.ownership_explorer(" in source(c)]
     assert len(calls) == 1
     assert 'widgets.ownership_explorer("BlockedLayout", [[0, 1], [1, 0]], [16, 32])' in source(calls[0])
@@ -78,8 +80,11 @@ def test_no_page_says_a_clusters_ctas_are_on_different_sms(path):
 
 
 def test_chapter_1_says_what_is_guaranteed():
+    """Co-scheduling within a GPC is what CUDA promises; whether two CTAs of one cluster share an SM is not shown
+    (Triton's launcher asks for the SPREAD policy), so the chapter must not claim it."""
     text = " ".join(markdown(CH1).split())
-    assert "co-scheduling" in text and "one GPC" in text and "may share an SM" in text
+    assert "co-scheduling" in text and "one GPC" in text and "CU_CLUSTER_SCHEDULING_POLICY_SPREAD" in text
+    assert "may share an SM" not in text and "on the same SM or not" not in text
 
 
 # ------------------------------------------------------------------ Part 0: the map
@@ -105,7 +110,7 @@ def test_the_previous_tiles_store_comes_after_this_tiles_k_loop():
     assert last_mma < drained < first_store
 
 
-# ------------------------------------------------------------------ Part 0: libdevice asin
+# --------------------------------------------------------- Appendix A (from Part 0): libdevice asin
 
 def _asin_ptx():
     from multicta_kernels import catalog
@@ -122,9 +127,9 @@ def test_asin_is_inlined_arithmetic():
 
 
 def test_asin_polynomial_starts_like_the_taylor_series():
-    """Part 0 decodes the Horner chain of asin's PTX with foundations.asin_polynomial and says: a
-    degree-4 polynomial in t = x^2, the first coefficients close to the Taylor series, the cut at 0.56,
-    pi/2 as the product of two constants, a square root through rsqrt."""
+    """Appendix A decodes the Horner chain of asin's PTX with foundations.asin_polynomial and says:
+    a degree-4 polynomial in t = x^2, the first coefficients close to the Taylor series, the cut at
+    0.56, pi/2 as the product of two constants, a square root through rsqrt."""
     from multicta_kernels import foundations
     poly = foundations.asin_polynomial(_asin_ptx().ptx)
     assert poly["steps"] == 4 and len(poly["coeffs"]) == 5   # a degree-4 polynomial in x^2, by Horner's rule
@@ -164,7 +169,7 @@ def test_fold_adds_each_rows_chunks():
     import torch
 
     from multicta_kernels import foundations
-    x = torch.randn(50, 300, device=foundations.device())
+    x = torch.randn(50, 300, device=foundations.torch_device())
     for stages in (None, 3):
         folded = foundations.fold(x, stages=stages)
         assert folded.shape == (50, 64)
@@ -175,14 +180,14 @@ def test_fold_adds_each_rows_chunks():
 
 # ------------------------------------------------------------------ reading: hidden plot code, no stray glue
 
-@pytest.mark.parametrize("path", [PART0, CH1])
+@pytest.mark.parametrize("path", [PART0, APPENDIX, CH1])
 def test_figure_cells_hide_their_input(path):
     for c in own_cells(path):
         if c["cell_type"] == "code" and "plt.subplots(" in source(c):
             assert "hide-input" in c["metadata"].get("tags", []), f"{path.name} cell {c['id']} draws a figure: tag it hide-input"
 
 
-@pytest.mark.parametrize("path", [PART0, CH1])
+@pytest.mark.parametrize("path", [PART0, APPENDIX, CH1])
 def test_no_cell_ends_with_a_glue_call(path):
     """A cell whose last statement is ``notebook.glue(...)`` prints the glued value under the cell."""
     for c in own_cells(path):
@@ -194,5 +199,22 @@ def test_no_cell_ends_with_a_glue_call(path):
                     and getattr(last.value.func, "attr", None) == "glue"), f"{path.name} cell {c['id']} ends with glue"
 
 
-def test_part_0_does_not_call_the_source_a_seed():
-    assert "seed" not in markdown(PART0).lower()
+@pytest.mark.parametrize("path", [PART0, APPENDIX])
+def test_part_0_does_not_call_the_source_a_seed(path):
+    assert "seed" not in markdown(path).lower()
+
+
+def test_what_part_0_moved_is_in_the_appendix_whole():
+    """The sections Part 0 gave to Appendix A (an LRU model of tile order, hints, libdevice,
+    atomics, launch metadata, autograd) are there and nowhere else; what the multi-CTA chapters use
+    stays in Part 0."""
+    moved = ["lru_dram_loads", "tl_hinted_copy", "asin_polynomial", "locked_sum", "_launch_metadata",
+             "autograd_example"]
+    code = {p: "\n".join(source(c) for c in cells(p) if c["cell_type"] == "code")
+            for p in (PART0, APPENDIX)}
+    assert all(m in code[APPENDIX] and m not in code[PART0] for m in moved), moved
+    kept = ["blocks_loaded", "persistent_matmul", "split_epilogue", "Cublas", "tma_double",
+            "programs_demo"]
+    assert all(k in code[PART0] for k in kept), kept
+    ids = [c["id"] for p in (PART0, APPENDIX) for c in cells(p)]
+    assert len(ids) == len(set(ids)), "a cell id in both notebooks"

@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from multicta_kernels import catalog, cluster, lens, multicast as mc, notebook, widgets
-from multicta_kernels.cluster import RELEASE_CLUSTER_BARRIER, RELEASE_GATHER, RELEASE_NONE
+from multicta_kernels import barriers, catalog, lens, multicast as mc
+from multicta_kernels.show import notebook, widgets
+from multicta_kernels.gluon import operands
+from multicta_kernels.gluon.ring import RELEASE_CLUSTER_BARRIER, RELEASE_GATHER, RELEASE_NONE, RELEASE_RELAXED
 
 ROOT = Path(__file__).resolve().parent.parent
 CH2 = ROOT / "notebooks" / "02-mbarriers.ipynb"
@@ -88,14 +90,14 @@ def test_receivers_explorer_draws_the_ctas_chapter3_names():
 
 def test_barrier_explorer_hand_off_is_what_chapter2_says():
     i, src = cell_with(CH2, "widgets.barrier_explorer(")
-    assert call_args(src, "barrier_explorer") == ["[[0]]", "widgets.HAND_OFF"]
+    assert call_args(src, "barrier_explorer") == ["[[0]]", "barriers.HAND_OFF"]
     prose = cells(CH2)[i - 1][0]
     assert "its wait\nblocks until CTA 1 arrives too" in prose and "the wait returns at once" in prose
-    s = widgets.barrier_steps("[[0]]", widgets.HAND_OFF, step=3)        # init, arrive 0, wait 0 0
+    s = barriers.barrier_steps("[[0]]", barriers.HAND_OFF, step=3)        # init, arrive 0, wait 0 0
     assert s.waiting == [[0, 0, 0, 3]] and s.barriers[0][4] == 0
-    s = widgets.barrier_steps("[[0]]", widgets.HAND_OFF, step=4)        # CTA 1 arrives: phase 0 completes
+    s = barriers.barrier_steps("[[0]]", barriers.HAND_OFF, step=4)        # CTA 1 arrives: phase 0 completes
     assert s.waiting == [] and s.barriers[0][4] == 1
-    s = widgets.barrier_steps("[[0]]", widgets.HAND_OFF)
+    s = barriers.barrier_steps("[[0]]", barriers.HAND_OFF)
     assert s.error is None and s.waiting == [] and s.barriers[0][4] == 2
     assert s.trace[-1][2:] == ["wait", "parity 1: returns"]
 
@@ -107,12 +109,12 @@ def test_lost_phase_only_in_the_phase_solution_and_it_deadlocks():
     assert "remove-cell" in glue_cell["metadata"]["tags"]
     solution = next(src for src, c in cells(CH2) if "{solution} ex-ch2-phase" in src)
     assert "```{glue} lost_phase" in solution.split("{solution} ex-ch2-phase")[1].split("````")[0]
-    s = widgets.barrier_steps("[[0]]", widgets.LOST_PHASE)
+    s = barriers.barrier_steps("[[0]]", barriers.LOST_PHASE)
     assert "deadlock" in s.error and s.waiting == [[0, 0, 0, 7]]
 
 
 def test_change_a_count_solution():
-    s = widgets.barrier_steps("[[0], [0]]", "init 2\narrive 0\narrive 1\narrive 2\narrive 3\nwait 0 0")
+    s = barriers.barrier_steps("[[0], [0]]", "init 2\narrive 0\narrive 1\narrive 2\narrive 3\nwait 0 0")
     assert s.barriers[0][2] == "4 / 8" and s.waiting == [[0, 0, 0, 6]]
 
 
@@ -138,7 +140,7 @@ def test_every_hopper_multicast_load_is_issued_by_cta_0(name, params):
 
 def test_with_several_groups_each_group_leader_issues():
     ptx = catalog.compile("blackwell_multicast_mma", "sm_100a").ptx
-    b_bases = cluster.operand_cga_layouts(mc.SEED_BLACKWELL["acc_bases"], two_ctas=True)[1]
+    b_bases = operands.operand_cga_layouts(mc.UPSTREAM_BLACKWELL["acc_bases"], two_ctas=True)[1]
     leaders = sorted(g[0] for g in mc.receivers(b_bases, 4).values())
     assert lens.issuing_ctas(lens.predicate_chain(ptx, "multicast::cluster"), 4) == leaders == [0, 1]
 
@@ -157,13 +159,16 @@ def test_the_issuing_cta_issues_the_whole_tile(tmp_path, n):
 
 def test_reader_copy_of_the_stream_changes_what_the_prose_says(ch3):
     spec = mc.tile_stream_spec(num_ctas=4, multicast=True, release=RELEASE_GATHER)
-    diff = {r[0]: r[1:] for r in lens.census_changes(lens.compile(spec, "sm_90a").ptx,
-                                                     lens.compile(lens.with_kernel(spec, ch3.my_tile_stream), "sm_90a").ptx)}
+    theirs, yours = lens.compile(spec, "sm_90a").ptx, lens.compile(lens.with_kernel(spec, ch3.my_tile_stream), "sm_90a").ptx
+    diff = {r[0]: r[1:] for r in lens.census_changes(theirs, yours)}
     mcast = "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
     own = "cp.async.bulk.tensor.2d.shared::cta.global.mbarrier::complete_tx::bytes"
     assert diff[mcast] == [10, 0, -10] and diff[own] == [0, 10, 10]
     assert diff["mov.b16"][2] < 0 and diff["and.pred"][2] < 0
     assert set(diff) == {mcast, own, "mov.b16", "and.pred"}
+    # issue 22, defect 8: own copies keep the package kernel's per-tile synchronisation (its sync_inits())
+    assert lens.per_iteration(theirs) == lens.per_iteration(yours)
+    assert lens.per_iteration(yours)["fence.mbarrier_init"] == (1, 0)
 
 
 # ---------------------------------------------------------- chapter 3: what a release executes
@@ -188,14 +193,234 @@ def test_release_paths_in_ptx_and_sass():
     assert lens.issuing_ctas(fan_out, 4) == [0]
 
 
+# ============ chapter 3, issue 22 (defects 2, 3, 7, 8, 9, 10): tests written with the chapter-3 rewrite ============
+
+def _function_body(fn):
+    """The AST of a @gluon.jit function's body without its docstring (formatting and comments do not count)."""
+    import inspect
+    import textwrap
+    body = ast.parse(textwrap.dedent(inspect.getsource(getattr(fn, "fn", fn)))).body[0].body
+    if isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]
+    return body
+
+
+def test_ch3_reader_copy_is_the_package_kernel_but_its_loads(ch3):
+    """The reader's copy is the package's tile stream with `multicast=False` on its two loads and nothing else:
+    a copy that drifts (the one shipped before sync_inits() had none) teaches another kernel than the benchmark's."""
+    class Back(ast.NodeTransformer):
+        def visit_keyword(self, node):
+            if node.arg == "multicast" and isinstance(node.value, ast.Constant) and node.value.value is False:
+                node.value = ast.Name("MULTICAST", ast.Load())
+            return node
+    copy = [ast.dump(Back().visit(n)) for n in _function_body(ch3.my_tile_stream)]
+    assert copy == [ast.dump(n) for n in _function_body(mc.tile_stream_kernel)]
+    assert reader_copy(CH3).count("multicast=False") == 2
+
+
+def test_ch3_change_it_and_see_shows_the_per_tile_synchronisation():
+    """Defect 8: the section says, and shows with lens.per_iteration, that switching to own copies leaves the
+    per-tile synchronisation alone; the GPU cell prints whether the two kernels it times synchronise alike."""
+    prose = cell_with(CH3, "## Change it and see", kind="markdown")[1]
+    assert "What does *not* change is the synchronisation of each tile" in prose and "lens.per_iteration" in prose
+    assert "lens.per_iteration(yours.ptx)" in cell_with(CH3, "lens.per_iteration(theirs.ptx)")[1]
+    live = cell_with(CH3, "if gpu.has(CLUSTERS):\n    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor")[1]
+    assert "same_sync" in live
+
+
+def _ch3_claims(recs):
+    """What chapter 3's benchmark section claims of results/h200/multicast.json: the names of the claims that fail."""
+    got = {(r["num_ctas"], r["multicast"], r["release"]): r["delivered_gbps"] for r in recs}
+    sizes = (2, 4, 8, 16)
+    both = [(n, m) for n in sizes for m in (False, True)]
+    variants = [(m, r) for m in (False, True) for r in mc.STREAM_VARIANTS[m]]
+    g = lambda n, m, r: got[(n, m, r)]
+    top3 = sorted(((g(2, m, r), m, r) for m, r in variants), reverse=True)[:3]
+    claims = {
+        "relaxed > gather > cluster barrier everywhere":
+            all(g(n, m, "relaxed") > g(n, m, "mbarrier") > g(n, m, "cluster") for n, m in both),
+        "the cluster barrier delivers under 60 % of the relaxed one":
+            all(g(n, m, "cluster") / g(n, m, "relaxed") < 0.6 for n, m in both),
+        "relaxed within 5 % of no release":
+            all(abs(g(n, False, "relaxed") / g(n, False, "none") - 1) < 0.05 for n in sizes),
+        "multicast no more than 2 % above own copies at a cheap release":
+            all(g(n, True, r) / g(n, False, r) - 1 < 0.02 for n in sizes for r in ("relaxed", "mbarrier")),
+        "multicast ahead with the cluster barrier": all(g(n, True, "cluster") > g(n, False, "cluster") for n in sizes),
+        "own copies without a release fastest from 4 CTAs up":
+            all(max((g(n, m, r), m, r) for m, r in variants)[1:] == (False, "none") for n in (4, 8, 16)),
+        "at 2 CTAs the three fastest within 5 %, own copies without a release among them":
+            (g(2, False, "none"), False, "none") in top3 and top3[0][0] / top3[2][0] - 1 < 0.05,
+    }
+    return [claim for claim, holds in claims.items() if not holds]
+
+
+def test_ch3_headline_follows_the_recording():
+    """Defect 3: the headline is what the recorded numbers say, and the prose says it, not the old one."""
+    from multicta_kernels import results
+    assert _ch3_claims(results.records(results.load("h200/multicast.json"))) == []
+    text = "\n".join(src for src, c in cells(CH3) if c["cell_type"] == "markdown")
+    assert "as much bandwidth or more" not in text and "rel_ratio" not in text and "st_gap_share" not in text
+    assert "**Multicast delivers no more than own copies.**" in text
+    assert "multicast delivered no more than own copies at the same release" in text          # the summary
+    assert "own copies need no release at all" in text
+
+
+def _scaled(where, factor):
+    return lambda r: r["delivered_gbps"] * (factor if where(r) else 1)
+
+
+@pytest.mark.parametrize("change, broken", [
+    (_scaled(lambda r: (r["num_ctas"], r["multicast"], r["release"]) == (4, True, "mbarrier"), 1.10),
+     "multicast no more than 2 % above own copies at a cheap release"),
+    (_scaled(lambda r: r["release"] == "cluster", 3), "relaxed > gather > cluster barrier everywhere"),
+    (_scaled(lambda r: (r["num_ctas"], r["release"]) == (8, "relaxed"), 0.9), "relaxed within 5 % of no release"),
+    (_scaled(lambda r: (r["num_ctas"], r["multicast"], r["release"]) == (16, True, "relaxed"), 1.05),
+     "own copies without a release fastest from 4 CTAs up"),
+])
+def test_ch3_claims_fail_on_other_numbers(change, broken):
+    """The claim checker is not vacuous: numbers that contradict a claim are caught, by name."""
+    from multicta_kernels import results
+    recs = [dict(r, delivered_gbps=change(r)) for r in results.records(results.load("h200/multicast.json"))]
+    assert broken in _ch3_claims(recs)
+
+
+def test_ch3_release_experiment_in_ptx_and_sass():
+    """Defect 3's experiment: a relaxed and an ordinary cluster barrier differ only by the arrive's release
+    (MEMBAR.ALL.CTA, MEMBAR.ALL.GPU and the ERRBAR/CGAERRBAR ptxas puts after them); both waits keep their acquire
+    (CCTL.IVALL). What the chapter's SASS table and its prose say; the stream's loop reads no tile."""
+    ks = {r: lens.compile(mc.tile_stream_spec(num_ctas=4, multicast=False, release=r), "sm_90a")
+          for r in (RELEASE_NONE, RELEASE_RELAXED, RELEASE_CLUSTER_BARRIER, RELEASE_GATHER)}
+    body = {r: lens.loop_body(k.ptx) for r, k in ks.items()}
+    assert "barrier.cluster.arrive.relaxed.aligned" in body[RELEASE_RELAXED]
+    assert "barrier.cluster.arrive.aligned" in body[RELEASE_CLUSTER_BARRIER]
+    assert "ld.shared" not in body[RELEASE_RELAXED]
+    sass = {r: lens.sass_census(k.ptx) for r, k in ks.items()}
+    ops = ("MEMBAR.ALL.CTA", "MEMBAR.ALL.GPU", "ERRBAR", "CGAERRBAR", "UCGABAR_ARV", "UCGABAR_WAIT", "CCTL.IVALL")
+    delta = lambda a, b: {op: sass[a][op] - sass[b][op] for op in ops if sass[a][op] != sass[b][op]}
+    assert delta(RELEASE_RELAXED, RELEASE_NONE) == {"UCGABAR_ARV": 1, "UCGABAR_WAIT": 1, "CCTL.IVALL": 1}
+    assert delta(RELEASE_CLUSTER_BARRIER, RELEASE_RELAXED) == {"MEMBAR.ALL.CTA": 1, "MEMBAR.ALL.GPU": 1,
+                                                                 "ERRBAR": 1, "CGAERRBAR": 1}
+    assert sass[RELEASE_GATHER]["MEMBAR.ALL.GPU"] == sass[RELEASE_NONE]["MEMBAR.ALL.GPU"]
+    prose = cell_with(CH3, "The two barriers are the same hardware rendezvous", kind="markdown")[1]
+    assert "What the relaxed arrive drops is the release" in prose and "both waits end with\n`CCTL.IVALL`" in prose
+    legal = cell_with(CH3, "**When a relaxed barrier is legal.**", kind="markdown")[1]
+    assert "§9.7.13.3" in legal and "no thread reads the slot before it is reloaded" in legal
+
+
+def test_ch3_schedule_table_names_the_kernel_lines():
+    """The chapter's schedule table: every wait comes from the line of its call (the lens once took the line numbers
+    Triton leaves inside a wait's inline assembly, a few lines off), and the init fence's relaxed barrier from the
+    line of `sync_inits()`."""
+    import inspect
+    for kernel, spec, target, waits in [
+            (mc.tile_stream_kernel, mc.tile_stream_spec(num_ctas=4, multicast=False, release=RELEASE_GATHER), "sm_90a",
+             ["mbarrier.wait(ready", "release(slot"]),
+            (mc.blackwell_multicast_mma_kernel, mc.blackwell_multicast_mma_spec(), "sm_100a",
+             ["mbarrier.wait(loaded", "mbarrier.wait(consumed"])]:
+        lines, first = inspect.getsourcelines(kernel.fn)
+        where = lambda needle: f"multicast.py:{first + next(i for i, ln in enumerate(lines) if needle in ln)}"
+        rows = lens.schedule(lens.compile(spec, target).ptx)
+        assert {r["source"] for r in rows if r["op"] == "mbarrier.try_wait"} == {where(w) for w in waits}
+        assert next(r for r in rows if r["op"] == "barrier.cluster.arrive.relaxed")["source"] == where("sync_inits()")
+
+
+def test_ch3_without_sync_inits_own_copies_fence_every_tile(tmp_path):
+    """Defect 2 in chapter 3: the own-copy stream with the gather release ran the init fence and a relaxed cluster
+    barrier at every tile before sync_inits(); with multicast the first cross-CTA use is the prologue, so they ran
+    once. What the chapter's 'before' table says."""
+    from nbcells import variant
+    mod = variant(tmp_path, "stream_no_sync", mc.tile_stream_kernel, edits={"sync_inits()": "pass"})
+    pats = ("fence.mbarrier_init", "barrier.cluster.arrive.relaxed")
+    for multicast, before in ((False, (0, 1)), (True, (1, 0))):
+        spec = mc.tile_stream_spec(num_ctas=4, multicast=multicast, release=RELEASE_GATHER)
+        without = lens.compile(lens.with_kernel(spec, mod.tile_stream_kernel), "sm_90a").ptx
+        assert lens.per_iteration(without, pats) == {p: before for p in pats}
+        assert lens.per_iteration(lens.compile(spec, "sm_90a").ptx, pats) == {p: (1, 0) for p in pats}
+    text = cell_with(CH3, "It was not so before `sync_inits()`", kind="markdown")[1]
+    assert "ran at **every tile**" in text and "With multicast the first such use is the prologue" in text
+
+
+def test_ch3_hopper_slot_release_is_completion_not_a_release():
+    """Item 8: the Hopper slot release is a CTA-scoped arrive after wgmma.wait_group, with no fence, and the prose
+    says why that is sound (completion), citing the PTX ISA."""
+    loop = lens.loop_body(catalog.compile("hopper_multicast_matmul", "sm_90a", num_ctas=4, release=RELEASE_GATHER).ptx)
+    assert loop.index("wgmma.wait_group") < loop.index("mbarrier.arrive.shared::cluster")
+    assert "mbarrier.arrive.release" not in loop and "fence.acq_rel" not in loop
+    prose = cell_with(CH3, "**Why this release needs no cluster scope.**", kind="markdown")[1]
+    for cited in ("§8.7", "§8.9.4", "§9.7.13.15.13", "§9.7.15.7.3", "§9.7.9.27.1.2", "ClusterBarrier::arrive",
+                  "the argument is completion, not a release/acquire pair", "The PTX\nISA has no sentence"):
+        assert cited in prose, cited
+
+
+def test_ch3_hopper_vs_blackwell_says_what_the_examples_are():
+    """Defect 7: the Blackwell example is single-buffered (each K step waits on `consumed` before the next load),
+    the Hopper kernel is pipelined, and no cluster barrier runs between K steps any more."""
+    import inspect
+    bw = lens.schedule(catalog.compile("blackwell_multicast_mma", "sm_100a").ptx,
+                       ("mbarrier.arrive.expect_tx", "mbarrier.try_wait", "tcgen05.commit", "barrier.cluster"))
+    lines, first = inspect.getsourcelines(mc.blackwell_multicast_mma_kernel.fn)
+    lo, hi = [first + i for i, ln in enumerate(lines) if "for k in range" in ln or "mbarrier.wait(consumed" in ln]
+    in_loop = [r["op"] for r in bw if lo <= int(r["source"].split(":")[1]) <= hi]
+    step = ["mbarrier.arrive.expect_tx", "mbarrier.try_wait", "tcgen05.commit", "mbarrier.try_wait"]
+    assert in_loop == step * mc.UPSTREAM_BLACKWELL["K_TILES"]
+    assert mc.hopper_multicast_matmul.__kwdefaults__["stages"] > 1
+    prose = cell_with(CH3, "**Hopper vs Blackwell.**", kind="markdown")[1]
+    assert "**single-buffered**" in prose and "waits on `consumed` before the next load may start" in prose
+    assert "not built to" in prose and "nothing runs between two K steps but its waits" in prose
+
+
+def test_ch3_one_commit_short_predicts_what_the_kernel_would_do():
+    """Defect 7's exercise: the GPU prediction is about the kernel as compiled (no rendezvous between K steps) and
+    includes what the checker's first failure hides: each step's second commit completes the next step's phase, so
+    the last wait can return before the last MMA (with one K step: the epilogue reads an unfinished accumulator)."""
+    from multicta_kernels import protocols
+    assert protocols.check(protocols.models.multicast_mma(k_tiles=1).recount("consumed", 1)).kind == "read before write"
+    solution = next(src for src, c in cells(CH3) if "{solution} ex-ch3-count" in src)
+    solution = solution.split("{solution} ex-ch3-count")[1].split("````")[0]
+    assert "{glue:text}`short_steps` steps" in solution and "in 12 steps" not in solution
+    for claim in ("between two\nK steps the compiled loop runs nothing but its waits", "the epilogue may read an accumulator",
+                  'recount("consumed", 1)`, no reload at all', "{glue:text}`one_step_kind`"):
+        assert claim in solution, claim
+
+
+def test_ch3_says_only_what_the_records_show_of_placement():
+    """Defect 9: Triton's launcher asks for CU_CLUSTER_SCHEDULING_POLICY_SPREAD on cluster launches (the installed
+    driver.c), and the recorded stream timelines put every kept CTA on an SM of its own; the chapter says that and
+    no more."""
+    import triton.backends.nvidia
+    from multicta_kernels import results
+    from multicta_kernels.measure import traces
+    launcher = (Path(triton.backends.nvidia.__file__).parent / "driver.c").read_text()
+    at = launcher.index("CU_CLUSTER_SCHEDULING_POLICY_SPREAD")
+    assert at - launcher.rindex("if (num_ctas != 1)", 0, at) < 1000
+    for rel in ("cluster", "mbarrier"):
+        sms = {}
+        for r in traces.load(results.RESULTS / "h200" / f"timeline_tile_stream_{rel}.json").records():
+            sms.setdefault((r["cluster"], r["rank"]), set()).add(r["sm"])
+        assert all(len(s) == 1 for s in sms.values()) and len(set().union(*sms.values())) == len(sms)
+    text = "\n".join(src for src, c in cells(CH3) if c["cell_type"] == "markdown")
+    said = "whether the CTAs of one cluster ever share an SM, they do not say"
+    assert said in text and "share an SM" not in text.replace(said, "")
+    assert "CU_CLUSTER_SCHEDULING_POLICY_SPREAD" in text
+
+
+def test_ch3_prerequisites_name_what_exists():
+    """Defect 10: no 'Part 0' mbarrier (Part 0 has none, and no Gluon); chapter 2, and the primer's TMA ring."""
+    first = cells(CH3)[0][0]
+    prereq = first[first.index("**Prerequisites:**"):]
+    assert "Part 0" not in prereq and "chapter 2" in prereq and "00b-gluon-primer" in prereq
+
+
 # ------------------------------------------------------------- chapter 2: what a round executes
 
 @pytest.mark.parametrize("n", [2, 16])
-def test_each_measured_round_also_runs_the_init_fence_and_a_relaxed_cluster_barrier(n):
+def test_a_measured_round_runs_no_init_fence(n):
+    """With sync_inits() before the loop, a round is the hand-off and nothing else: no init fence and no relaxed
+    cluster barrier per round (before the fix both ran in every measured round)."""
     body = {m: lens.loop_body(catalog.compile("barrier_cost", "sm_90a", num_ctas=n, mode=m).ptx) for m in (1, 2)}
     round_ = lens.census(body[1], ["fence.mbarrier_init", "barrier.cluster.arrive.relaxed", "barrier.cluster.wait",
                                    "mbarrier.arrive.shared::cluster", "bar.sync"])
-    assert round_ == {"fence.mbarrier_init": 1, "barrier.cluster.arrive.relaxed": 1, "barrier.cluster.wait": 1,
+    assert round_ == {"fence.mbarrier_init": 0, "barrier.cluster.arrive.relaxed": 0, "barrier.cluster.wait": 0,
                       "mbarrier.arrive.shared::cluster": 2, "bar.sync": 4}
     assert lens.census(body[2], ["barrier.cluster.arrive.aligned", "mbarrier.try_wait"]) == \
         {"barrier.cluster.arrive.aligned": 1, "mbarrier.try_wait": 0}
@@ -205,18 +430,21 @@ def test_each_measured_round_also_runs_the_init_fence_and_a_relaxed_cluster_barr
 
 
 def test_reader_copy_of_the_exchange_changes_what_the_prose_says(ch2):
+    """*Change it and see*: the copy without CTA 0's wait for the gather loses one cluster-scoped wait, and the
+    test on CTA 0 that guarded it."""
     spec = catalog.spec("cluster_exchange", num_ctas=4)
     yours = lens.compile(lens.with_kernel(spec, ch2.my_exchange_kernel), "sm_90a")
     diff = {r[0]: r[1:] for r in lens.census_changes(lens.compile(spec, "sm_90a").ptx, yours.ptx)}
-    assert diff["mbarrier.arrive.shared::cluster.b64"] == [2, 1, -1]
-    assert diff["mbarrier.arrive.shared::cta.b64"] == [0, 1, 1]
-    assert diff["setp.lt.u32"] == [1, 0, -1] and diff["xor.b32"] == [1, 0, -1]
+    assert diff["mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64"] == [2, 1, -1]
+    assert diff["selp.b32"] == [1, 0, -1]
+    assert "mbarrier.arrive.release.cluster.shared::cluster.b64" not in diff      # the arrivals are unchanged
 
 
 def test_census_diff_sees_a_count(tmp_path):
     """The exercise *Change a count*: count=2 on a barrier shared by 4 CTAs programs 8; the chapters' table
     (``notebook.census_diff``) shows it."""
-    mod = copy_module(tmp_path, CH2, "ch2_count", ("from_cta=0b11", "from_cta=0"),
+    mod = copy_module(tmp_path, CH2, "ch2_count", ("# acquire_wait(arrived, 0, me == 0)   # CHANGED: removed",
+                                                   "acquire_wait(arrived, 0, me == 0)   #"),
                       ("mbarrier.init(arrived, count=1)", "mbarrier.init(arrived, count=2)"))
     spec = catalog.spec("cluster_exchange", num_ctas=4)
     theirs, yours = lens.compile(spec, "sm_90a"), lens.compile(lens.with_kernel(spec, mod.my_exchange_kernel), "sm_90a")
@@ -278,8 +506,8 @@ def test_chapters_use_the_package_helpers_not_copies(path):
 def test_change_it_and_see_ends_with_the_census_diff(path):
     """Every "Change it and see" compiles the reader's copy with the package's spec and ends with the one
     census diff the book has (``notebook.census_diff``, an mbarrier.init also by its count)."""
-    compiling = [src for src, c in cells(path)
-                 if c["cell_type"] == "code" and "lens.with_kernel(" in src and "lens.compile(" in src]
+    compiling = [src for src, c in cells(path) if c["cell_type"] == "code" and "lens.with_kernel(" in src
+                 and "lens.compile(" in src and "lens.variant(" not in src]      # a variant is the chapter's, not yours
     assert len(compiling) == 1, compiling
     last = ast.parse(compiling[0]).body[-1]
     assert isinstance(last, ast.Expr) and ast.unparse(last.value.func) == "notebook.census_diff"

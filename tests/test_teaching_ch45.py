@@ -16,8 +16,11 @@ import pytest
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier
 
-from multicta_kernels import (barriers, catalog, clc_matmul as cm, cluster, layouts, lens, multicast as mc, notebook,
-                              protocols, tile_order, two_cta)
+from multicta_kernels import barriers, catalog, clc_matmul as cm, lens, multicast as mc, protocols, two_cta
+from multicta_kernels.show import notebook
+from multicta_kernels.show.fit import fit
+from multicta_kernels.gluon import operands, ring, tile_order
+from multicta_kernels.core import layouts
 from multicta_kernels.barriers import BarrierLayoutModel
 from nbcells import chapter_cells, code_cell_with, init_counts, variant
 
@@ -44,7 +47,7 @@ def test_host_side_changes_six_layout_values():
 
 @pytest.mark.parametrize("acc_bases, multicast_count", [([(1, 0)], 1), ([(1, 0), (2, 0)], 2), ([(1, 0), (2, 0), (4, 0)], 4)])
 def test_with_two_cta_layouts_only_multicast_changes_the_barrier_count(acc_bases, multicast_count):
-    ops = cluster.operand_cga_layouts(acc_bases, two_ctas=True)
+    ops = operands.operand_cga_layouts(acc_bases, two_ctas=True)
     assert [protocols.commit_count(ops, m, t) for m in (False, True) for t in (False, True)] == \
         [1, 1] + [multicast_count] * 2
 
@@ -115,8 +118,15 @@ def test_count_the_bytes_solution():
     assert pair.group_size == 2 and pair.expect_bytes(per_cta) == 49152
     facts = barriers.expect_facts(pair.bases, 2, per_cta, target="sm_100a")
     assert facts["remote"] and facts["init_count"] * facts["bytes_per_arrival"] == 49152
+    line = next(ln for ln in ptx.splitlines() if "mbarrier.arrive.expect_tx" in ln)
+    address = re.search(r"\[(%r\d+)\]", line).group(1)
+    assert re.search(rf"and\.b32\s+{address}, %r\d+, -16777232;", ptx)          # the leader's barrier: CTA bit cleared
+    chain = lens.predicate_chain(ptx, "mbarrier.arrive.expect_tx")
+    assert not any("%cluster_ctarank" in text for _, text in chain)                  # every CTA issues its expect
+    assert 2 in lens.mbarrier_init_counts(ptx)                                       # loaded: count 2 on the leader
     solution = next(src for src, c in chapter_cells("04-two-cta-mma.ipynb") if "{solution} ex-ch4-bytes" in src)
-    assert "(8192 + 4096) × 2 = 24576 bytes" in solution and "49152 bytes complete it" in solution
+    assert "(8192 + 4096) × 2 = 24576 bytes" in solution and "Nothing is multiplied" in solution
+    assert "2 × 24576 = 49152 bytes" in solution and "multiplies" not in solution
 
 
 def test_a_wider_pair_solution():
@@ -129,6 +139,33 @@ def test_a_wider_pair_solution():
     assert 128 * 256 * 2 == 65536                                # the output staging tile, per CTA in both
     solution = next(src for src, c in chapter_cells("04-two-cta-mma.ipynb") if "{solution} ex-ch4-wide" in src)
     assert "# 65536 65536" in solution and "# 32768 49152" in solution
+
+
+def test_one_cta_group_is_the_isa_rule_and_two_of_four_cluster_barriers_concern_tensor_memory():
+    """Chapter 4: "All tcgen05 instructions within a kernel must specify the same value for the .cta_group
+    qualifier" is the PTX ISA's (under tcgen05.alloc), and so is the peer CTA being launched before a 2-CTA
+    allocation; of the pair kernel's four cluster barriers, the ones before alloc and before dealloc."""
+    ptx = catalog.compile("two_cta_mma", "sm_100a").ptx
+    groups = {re.search(r"cta_group::(\d)", ln).group(1) for _, op, ln in lens.instructions(ptx)
+              if op.startswith("tcgen05.") and "cta_group" in op}
+    assert groups == {"2"}
+    ins = [op for _, op, _ in lens.instructions(ptx)]
+    arrives = [i for i, op in enumerate(ins) if op.startswith("barrier.cluster.arrive")]
+    nxt = [next(op for op in ins[i + 2:] if op.startswith(("tcgen05.alloc", "tcgen05.dealloc", "st.shared")))
+           for i in arrives]
+    prev = [next((op for op in reversed(ins[:i]) if op.startswith("fence.mbarrier_init")), "") for i in arrives]
+    assert len(arrives) == 4 and [n.split(".")[1] for n in nxt if n.startswith("tcgen05")] == ["alloc", "dealloc"]
+    assert ins[arrives[1]] == "barrier.cluster.arrive.relaxed.aligned" and prev[1].startswith("fence.mbarrier_init")
+    assert nxt[2].startswith("st.shared")                          # c_smem, over the operands the pair's MMA read
+    text = "\n".join(src for src, c in chapter_cells("04-two-cta-mma.ipynb") if c["cell_type"] == "markdown")
+    assert "a PTX ISA rule" in text and "the upstream tutorial's rule;" not in text
+    assert "make sure that peer CTA is launched and is still\nactive" in text and "Only two of the four" in text
+
+
+def test_chapter_4_reads_b_once_per_pair_and_cites_the_merged_pull_request():
+    text = "\n".join(src for src, c in chapter_cells("04-two-cta-mma.ipynb") if c["cell_type"] == "markdown")
+    assert "reads the other CTA's half of B" not in text and "each half of B is\nread once" in text
+    assert "pull\nrequest 9697" in text and "1.07 to 1.20" in text and "#9682" not in text
 
 
 # ------------------------------------------------------------------------------------------ chapter 5
@@ -156,7 +193,7 @@ def test_l2_capacities_the_chapter_states():
 @pytest.mark.parametrize("delta, kind", [(1, "deadlock"), (-1, "phase overrun")])
 def test_protocol_checker_finds_a_wrong_reader_count(delta, kind):
     with mock.patch.object(cm, "CLC_READERS", gl.constexpr(cm.CLC_READERS.value + delta)):
-        model = protocols.clc_matmul(slots_only=True, tiles=3)
+        model = protocols.models.clc_matmul(slots_only=True, tiles=3)
     assert protocols.check(model).kind == kind
 
 
@@ -174,13 +211,17 @@ def test_triton_inserts_the_epilogue_fence_when_it_is_missing(tmp_path):
 def test_stage_of_divides_by_a_constant_without_a_division():
     ptx = catalog.compile("clc_matmul", "sm_100a").ptx
     assert cm.CONFIG["stages"] & (cm.CONFIG["stages"] - 1)           # not a power of two: a real division
-    hits = [i for i, ln in enumerate(ptx.splitlines()) if "mul.hi.s32" in ln]
-    assert hits and all(any("cluster.py" in ln for ln in ptx.splitlines()[i - 3:i]) for i in hits)
+    lines = ptx.splitlines()
+    hits = [i for i, ln in enumerate(lines) if "mul.hi.s32" in ln]
+
+    def origin(i):             # the innermost source line: the last .loc above (the tails' stage_of calls share one)
+        return next(ln.split("//")[-1].strip() for ln in reversed(lines[:i]) if ln.strip().startswith(".loc"))
+    assert hits and all(origin(i).startswith("ring.py") for i in hits)
 
 
 @pytest.mark.parametrize("obj", [cm.clc_matmul_kernel, cm.Shared.tile, cm.Shared.next_tile, tile_order.snake_tile,
                                  cm.scheduler_partition, cm.load_partition, cm.mma_partition, cm.epilogue_partition,
-                                 cluster.stage_of])
+                                 ring.stage_of])
 def test_every_piece_the_chapter_renders(obj):
     assert notebook.source(obj).data.startswith("@gluon.jit")
     assert notebook.source(cm.Shared, stop="@gluon.jit").data.startswith("@gluon.aggregate")
@@ -200,7 +241,8 @@ def test_the_readers_copy_is_the_package_kernel_with_one_change(notebook_file, k
     if "end of your copy" in mine:
         mine = mine[:mine.rindex("\n", 0, mine.index("end of your copy"))]
     mine = mine.splitlines()
-    theirs = textwrap.dedent(inspect.getsource(kernel.fn)).splitlines()
+    # as the book shows the package's kernel: fitted to the code column (show.fit), like the copy
+    theirs = fit(textwrap.dedent(inspect.getsource(kernel.fn))).splitlines()
     assert len(mine) == len(theirs)
     old, new = f"def {kernel.fn.__name__}(", f"def {copy}("
     different = []

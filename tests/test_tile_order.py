@@ -3,7 +3,7 @@ import random
 
 import pytest
 
-from multicta_kernels import tile_order as T
+from multicta_kernels.gluon import tile_order as T
 
 
 def test_seed_nine_by_nine():

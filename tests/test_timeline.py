@@ -1,4 +1,4 @@
-"""Measured warp timelines (multicta_kernels.timeline): the parser against traces in the exact format
+"""Measured warp timelines (multicta_kernels.measure.traces): the parser against traces in the exact format
 proton's Chrome-trace writer produces, the figures, and the lens proof that scopes cost nothing
 when they are off. GPU tests (marked `clusters`) record real traces."""
 import json
@@ -8,8 +8,9 @@ import pytest
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
-from multicta_kernels import bench, lens
-from multicta_kernels import timeline as tl
+from multicta_kernels import lens, results
+from multicta_kernels.measure import trace_demos, traces as tl
+from multicta_kernels.show import figures
 
 # ------------------------------------------------------------------ proton's writer, in Python
 
@@ -219,7 +220,7 @@ def _pyplot():
 def test_gantt_draws_a_bar_per_interval(tmp_path):
     plt = _pyplot()
     tr = tl.load(write(tmp_path, chrome_trace(cluster_blocks())), num_ctas=2, clock_mhz=2000)
-    ax = tl.gantt(tl.trim(tr, clusters=1))
+    ax = figures.gantt(tl.trim(tr, clusters=1))
     assert len(ax.patches) == 12                                   # 2 CTAs x 2 warps x 3 scopes
     assert len(ax.get_yticks()) == 4                               # one row per warp of each CTA
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["load", "cross_cta_sum", "store"]
@@ -233,14 +234,14 @@ def test_gantt_events_and_partitions(tmp_path):
     plt = _pyplot()
     owner = tl.partition_map(4, [4], ["reducer", "loader"])
     tr = tl.load(write(tmp_path, chrome_trace(handoff_blocks(), kernel="tma_handoff_kernel")), partitions=owner)
-    ax = tl.gantt(tr)
+    ax = figures.gantt(tr)
     assert len(ax.patches) == 4 * 2 + 4 + 1                        # scopes, plus the same-warp event
     assert len(ax.texts) == 1                                      # the crossing event: an arrow
     assert any("(loader)" in t.get_text() for t in ax.get_yticklabels())
-    ax = tl.gantt(tr, by="partition")
+    ax = figures.gantt(tr, by="partition")
     assert [t.get_text() for t in ax.get_yticklabels()] == ["cluster 0 CTA 0 reducer", "cluster 0 CTA 0 loader"]
     with pytest.raises(ValueError):
-        tl.gantt(tr, by="lane")
+        figures.gantt(tr, by="lane")
     plt.close("all")
 
 
@@ -252,7 +253,7 @@ def test_save_and_load_a_result(tmp_path):
     tr = tl.load(write(tmp_path, chrome_trace(cluster_blocks())), num_ctas=2, clock_mhz=2000)
     path = tl.save(tl.trim(tr, clusters=1), tmp_path / "h200" / "timeline_demo.json", ENV,
                    method={"clock": "test"})
-    result = bench.load(path)
+    result = results.load(path)
     assert result["benchmark"] == "timeline" and result["columns"] == list(tl.COLUMNS)
     back = tl.load(path)
     assert back.rows == tl.trim(tr, clusters=1).rows and back.meta["gpu"] == "NVIDIA H200"
@@ -262,10 +263,10 @@ def test_save_and_load_a_result(tmp_path):
 
 
 def test_record_needs_a_gpu():
-    from multicta_kernels.hardware import UnsupportedHardwareError, device
+    from multicta_kernels.core.hardware import device, UnsupportedHardwareError
     if device().capability is not None:
         pytest.skip("a GPU is here")
-    with pytest.raises(UnsupportedHardwareError, match="timeline.record .* needs thread-block clusters"):
+    with pytest.raises(UnsupportedHardwareError, match="traces.record .* needs thread-block clusters"):
         tl.record(lambda: None)
 
 
@@ -290,20 +291,20 @@ def _instructions(ptx):
 @pytest.mark.parametrize("num_ctas", [1, 2])
 def test_scopes_off_compile_to_the_same_instructions(num_ctas):
     from dataclasses import replace
-    off = lens.compile(tl.demo_spec(num_ctas, instrument=False), "sm_90a")
-    twin = lens.compile(replace(tl.demo_spec(num_ctas), name="twin", fn=_scope_free_twin), "sm_90a")
+    off = lens.compile(trace_demos.demo_spec(num_ctas, instrument=False), "sm_90a")
+    twin = lens.compile(replace(trace_demos.demo_spec(num_ctas), name="twin", fn=_scope_free_twin), "sm_90a")
     assert off.census() == twin.census() and _instructions(off.ptx) == _instructions(twin.ptx)
     assert off.shared_bytes == twin.shared_bytes
     # without a proton session even the flag-on build is byte-identical: pl.enter_scope emits nothing
-    assert lens.compile(tl.demo_spec(num_ctas, instrument=True), "sm_90a").ptx == off.ptx
+    assert lens.same_code(lens.compile(trace_demos.demo_spec(num_ctas, instrument=True), "sm_90a").ptx, off.ptx)
     # inside one, the flag-off build is still byte-identical
-    assert tl.instrumented(tl.demo_spec(num_ctas, instrument=False), "sm_90a").ptx == off.ptx
+    assert lens.same_code(tl.instrumented(trace_demos.demo_spec(num_ctas, instrument=False), "sm_90a").ptx, off.ptx)
 
 
 @pytest.mark.parametrize("num_ctas", [1, 2])
 def test_instrumented_build_compiles_on_a_cpu(num_ctas):
-    off = lens.compile(tl.demo_spec(num_ctas), "sm_90a")
-    on = tl.instrumented(tl.demo_spec(num_ctas, instrument=True), "sm_90a")
+    off = lens.compile(trace_demos.demo_spec(num_ctas), "sm_90a")
+    on = tl.instrumented(trace_demos.demo_spec(num_ctas, instrument=True), "sm_90a")
     assert on.ttgir.count("proton.record start") == 3 and on.ttgir.count("proton.record end") == 3
     c = on.census(["%clock;", "%clock_hi;", "%globaltimer", "%smid", "%cluster_ctarank"])
     assert c["%clock;"] == 6 and c["%clock_hi;"] == 6               # two cycle reads per scope
@@ -315,20 +316,20 @@ def test_instrumented_build_compiles_on_a_cpu(num_ctas):
 
 
 def test_instrumented_build_for_blackwell():
-    on = tl.instrumented(tl.demo_spec(2, instrument=True), "sm_100a")
+    on = tl.instrumented(trace_demos.demo_spec(2, instrument=True), "sm_100a")
     assert on.census(["%clock;"])["%clock;"] == 6
 
 
 def test_scopes_and_events_inside_warp_specialize():
-    off = lens.compile(tl.handoff_spec(False), "sm_90a")
-    on = tl.instrumented(tl.handoff_spec(True), "sm_90a")
+    off = lens.compile(trace_demos.handoff_spec(False), "sm_90a")
+    on = tl.instrumented(trace_demos.handoff_spec(True), "sm_90a")
     assert off.census(["cp.async.bulk.tensor"])["cp.async.bulk.tensor"] >= 1
     assert on.ttgir.count("proton.record start") == 4 * 3            # issue, wait, add for each of 4 tiles
     assert "proton.event start" in on.ttgir and "proton.event end" in on.ttgir
     assert on.census(["%clock;"])["%clock;"] == 4 * (2 + 2 + 2) + 8   # 4 tiles x 3 scopes x 2, + 8 event stamps
     # an event cannot be compiled without proton's instrumentation: allocate it only if INSTRUMENT
     with pytest.raises(lens.LensCompileError):
-        lens.compile(tl.handoff_spec(True), "sm_90a")
+        lens.compile(trace_demos.handoff_spec(True), "sm_90a")
 
 
 def test_proton_compiler_restores_state():
@@ -347,7 +348,7 @@ def test_record_center_rows(num_ctas, tmp_path):
     import torch
     x = torch.randn(64, 1024, device="cuda")
     out = torch.empty_like(x)
-    tr = tl.record(lambda: tl.center_rows(x, out, num_ctas=num_ctas, instrument=True), folder=tmp_path,
+    tr = tl.record(lambda: trace_demos.center_rows(x, out, num_ctas=num_ctas, instrument=True), folder=tmp_path,
                    num_ctas=num_ctas)
     torch.testing.assert_close(out, x - x.mean(1, keepdim=True), atol=1e-5, rtol=1e-5)
     assert len(tr) == 64 * num_ctas * 4 * 3
@@ -361,7 +362,9 @@ def test_clc_matmul_records_with_a_buffer_that_fits_a_blackwell_cta():
     from multicta_kernels import clc_matmul as cm
     spec = cm.clc_matmul_spec(instrument=True)
     limit = tl.MAX_SHARED["sm_100a"]
-    assert tl.instrumented(spec, "sm_100a").shared_bytes > limit
+    with pytest.raises(lens.LensCompileError, match=r"needs \d+ KiB of shared memory per CTA, more than the 227 KiB"):
+        tl.instrumented(spec, "sm_100a")              # the lens refuses what the driver would not launch
+    assert tl.instrumented(spec, "sm_100a", fits=False).shared_bytes > limit
     assert tl.instrumented(spec, "sm_100a", mode=tl.default_mode(cm.TIMELINE_BUFFER)).shared_bytes <= limit
 
 
@@ -369,15 +372,15 @@ def test_demo_arguments_are_checked_before_the_hardware():
     import torch
     x = torch.zeros(4, 100)
     with pytest.raises(ValueError, match="num_ctas must be a power of two"):
-        tl.center_rows_args(x, num_ctas=3)
+        trace_demos.center_rows_args(x, num_ctas=3)
     with pytest.raises(ValueError, match="num_ctas must be a power of two"):
-        tl.demo_spec(3)
+        trace_demos.demo_spec(3)
     with pytest.raises(ValueError, match=r"out must be a contiguous torch.float32 tensor of shape \(4, 100\)"):
-        tl.center_rows_args(x, torch.zeros(3))
-    h = tl.HANDOFF
+        trace_demos.center_rows_args(x, torch.zeros(3))
+    h = trace_demos.HANDOFF
     xh = torch.zeros(h["tiles"] * h["rows"] * 2, h["cols"], dtype=torch.float16)
     with pytest.raises(ValueError, match=r"out must be .* shape \(2,\)"):
-        tl.tma_handoff_args(xh, torch.zeros(5))
+        trace_demos.tma_handoff_args(xh, torch.zeros(5))
 
 
 def test_partitions_are_placed_as_the_compiler_places_them():
@@ -398,11 +401,11 @@ def test_partitions_are_placed_as_the_compiler_places_them():
     ("timeline_hopper_matmul_k4096", lambda hm: hm.hopper_matmul_spec(), ["consumer", "producer"]),
     ("timeline_hopper_matmul_pingpong_k512",
      lambda hm: hm.hopper_matmul_spec(**hm.VARIANTS["ping-pong"]), ["producer", "consumer0", "consumer1"]),
-    ("timeline_tma_handoff", lambda hm: tl.handoff_spec(False), list(tl.HANDOFF["names"])),
+    ("timeline_tma_handoff", lambda hm: trace_demos.handoff_spec(False), list(trace_demos.HANDOFF["names"])),
 ])
 def test_recorded_partitions_match_the_compilers_placement(name, spec, names):
     from multicta_kernels import hopper_matmul as hm
-    tr = tl.load(f"{bench.RESULTS}/h200/{name}.json")
+    tr = tl.load(f"{results.RESULTS}/h200/{name}.json")
     owner = tl.placed_partitions(spec(hm), names)
     assert {int(k): v for k, v in tr.meta["partitions"].items()} == owner
     assert {(r["warp"], r["partition"]) for r in tr.records()} <= set(owner.items())

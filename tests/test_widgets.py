@@ -1,8 +1,10 @@
-"""The explorers of multicta_kernels.widgets, driven without a browser: change a value, check what is drawn."""
+"""The explorers of multicta_kernels.show.widgets, driven without a browser: change a value, check what is drawn."""
 import matplotlib.pyplot as plt
 import pytest
 
-from multicta_kernels import widgets as w
+from multicta_kernels import barriers
+from multicta_kernels.show import widgets as w
+from multicta_kernels.core import layouts
 
 ipywidgets = pytest.importorskip("ipywidgets")
 
@@ -21,16 +23,16 @@ def no_open_figures():
 def test_ownership_colours_the_ctas_triton_names(bases, ctas):
     fig = w.ownership_figure("BlockedLayout", bases, "16, 32")
     assert w.coloured_ctas(fig) == ctas
-    n = 1 << len(w.parse_bases(bases))
+    n = 1 << len(layouts.parse_bases(bases))
     assert f"{len(ctas)} of {n} CTAs" in fig.axes[0].get_title()
-    assert fig._suptitle.get_text() == f"BlockedLayout, cga_layout={w.parse_bases(bases)}, shape [16, 32]"
+    assert fig._suptitle.get_text() == f"BlockedLayout, cga_layout={layouts.parse_bases(bases)}, shape [16, 32]"
     assert not plt.get_fignums()                     # closed: the inline backend will not show it twice
 
 
 def test_ownership_matches_the_model_block_by_block():
     import numpy as np
 
-    from multicta_kernels import layouts
+    from multicta_kernels.core import layouts
     fig = w.ownership_figure("BlockedLayout", [[0, 1], [1, 0]], [16, 32])
     drawn = np.asarray(fig.axes[0].images[0].get_array())
     model = layouts.cta_owner([[0, 1], [1, 0]], [16, 32], 4)
@@ -71,39 +73,39 @@ def test_bad_ownership_input_is_a_message(kind, bases, shape, by, msg):
 
 
 def test_barrier_steps_show_phase_and_who_waits():
-    s = w.barrier_steps("[[0]]", w.HAND_OFF, step=3)      # init, arrive 0, wait 0 0
+    s = barriers.barrier_steps("[[0]]", barriers.HAND_OFF, step=3)      # init, arrive 0, wait 0 0
     assert s.waiting == [[0, 0, 0, 3]]
     assert s.barriers == [[0, "0, 1", "1 / 2", 0, 0, 0]]
     assert [r[2] for r in s.trace] == ["init", "arrive", "wait"]
-    s = w.barrier_steps("[[0]]", w.HAND_OFF, step=4)      # CTA 1 arrives: phase 0 completes
+    s = barriers.barrier_steps("[[0]]", barriers.HAND_OFF, step=4)      # CTA 1 arrives: phase 0 completes
     assert s.waiting == [] and s.barriers[0][4:] == [1, 1]
     assert s.trace[-1][2] == "complete"
-    s = w.barrier_steps("[[0]]", w.HAND_OFF)
+    s = barriers.barrier_steps("[[0]]", barriers.HAND_OFF)
     assert s.step == len(s.ops) == 7 and s.error is None and s.barriers[0][4] == 2
     assert "step 7 of 7" in s.title and "2 CTAs, 1 barrier)" in s.title
 
 
 def test_lost_phase_is_a_deadlock():
-    s = w.barrier_steps("[[0]]", w.LOST_PHASE)
+    s = barriers.barrier_steps("[[0]]", barriers.LOST_PHASE)
     assert s.waiting == [[0, 0, 0, 7]]
     assert "CTA 0 is still blocked" in s.error and "deadlock" in s.error
     assert s.step == 7
 
 
 def test_tma_bytes_complete_the_phase():
-    s = w.barrier_steps("[[0]]", w.TMA_BYTES, step=4)
+    s = barriers.barrier_steps("[[0]]", barriers.TMA_BYTES, step=4)
     assert s.barriers[0][3] == 32768 and s.waiting == [[0, 0, 0, 4]]     # 16 KiB x group of 2 expected
-    s = w.barrier_steps("[[0]]", w.TMA_BYTES)
+    s = barriers.barrier_steps("[[0]]", barriers.TMA_BYTES)
     assert s.barriers[0][3] == 0 and s.barriers[0][4] == 1 and s.waiting == []
 
 
 def test_group_barriers_and_too_many_arrivals():
-    s = w.barrier_steps("[[0], [1]]", "init 1\narrive 1\narrive 2\narrive 3")
+    s = barriers.barrier_steps("[[0], [1]]", "init 1\narrive 1\narrive 2\narrive 3")
     assert [b[0] for b in s.barriers] == [0, 2] and s.barriers[1][4] == 1      # CTAs 2 and 3 completed theirs
-    s = w.barrier_steps("[[1]]", "init 1\narrive 0\narrive 0")
+    s = barriers.barrier_steps("[[1]]", "init 1\narrive 0\narrive 0")
     assert s.error is None                     # per-CTA barriers: each arrival completes a phase
     assert s.barriers[0][4] == 2
-    s = w.barrier_steps("[[0]]", "init 2\narrive 0\nexpect 0 64\nexpect 1 64\narrive 1\narrive 1")
+    s = barriers.barrier_steps("[[0]]", "init 2\narrive 0\nexpect 0 64\nexpect 1 64\narrive 1\narrive 1")
     assert s.error and "operation" in s.error
 
 
@@ -118,13 +120,13 @@ def test_group_barriers_and_too_many_arrivals():
 ])
 def test_bad_scripts_are_messages(script, msg):
     with pytest.raises(ValueError, match=msg.replace("(", r"\(")):
-        w.barrier_steps("[[0]]", script)
+        barriers.barrier_steps("[[0]]", script)
     view = w._guard(w._barrier_view, dict(bases="[[0]]", script=script, step=None))
     assert view.error and msg in view.error
 
 
 def test_barrier_html_names_waiters():
-    text = w.barrier_html(w.barrier_steps("[[0]]", w.HAND_OFF, step=3))
+    text = w.barrier_html(barriers.barrier_steps("[[0]]", barriers.HAND_OFF, step=3))
     assert "CTA 0 waits on parity 0" in text and "<table>" in text
 
 
@@ -184,7 +186,7 @@ def test_barrier_explorer_steps_and_follows_the_script():
     back.click()
     back.click()
     assert step.value == 2
-    ex.controls["script"].value = w.LOST_PHASE
+    ex.controls["script"].value = barriers.LOST_PHASE
     assert step.max == 9 and step.value == 9
     assert "deadlock" in ex.table.value          # a broken protocol is part of the state shown
     ex.controls["script"].value = "init 1\nfrobnicate 0"

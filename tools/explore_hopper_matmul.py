@@ -20,8 +20,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from multicta_kernels import bench, hopper_matmul as hm, lens  # noqa: E402
-from multicta_kernels.hardware import WGMMA, require_or_exit  # noqa: E402
+from multicta_kernels import hopper_matmul as hm, lens, results
+from multicta_kernels.measure import ceilings, sweeps, timing  # noqa: E402
+from multicta_kernels.core.hardware import require_or_exit, WGMMA  # noqa: E402
 
 S4 = dict(stages=4, epilogue_n=64)            # a fourth stage fits only with a sliced epilogue (two 16 KiB buffers)
 HINTS = dict(l2_hints=True)
@@ -89,7 +90,7 @@ def kernel_copy(edits: dict, where: Path):
 def diagnose(out_path, ks=(512, 4096)) -> None:
     import tempfile
     import torch
-    from multicta_kernels.checks import assert_matmul_close
+    from multicta_kernels.core.accuracy import assert_matmul_close
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         copies = {"the kernel (default configuration)": hm} | {n: kernel_copy(e, Path(tmp)) for n, e in DIAGNOSTICS.items()}
@@ -103,17 +104,17 @@ def diagnose(out_path, ks=(512, 4096)) -> None:
                     c.fill_(float("nan"))
                     mod.prepare(a, b, c)()
                     assert_matmul_close(c, a, b, f"{name} K={K}")
-                row.append(round(bench.tflops(8192, 8192, K, bench.time_ms(mod.prepare(a, b, c), cudagraph=False,
+                row.append(round(timing.tflops(8192, 8192, K, timing.time_ms(mod.prepare(a, b, c), cudagraph=False,
                                                                            rep=200)), 1))
-                bench.log(f"[diagnose] K={K} {name}: {row[-1]} TFLOP/s")
+                timing.log(f"[diagnose] K={K} {name}: {row[-1]} TFLOP/s")
             rows.append(row)
-    result = {"benchmark": "hopper-matmul-diagnose", **bench.environment(),
+    result = {"benchmark": "hopper-matmul-diagnose", **results.environment(),
               "method": {"timer": "triton.testing.do_bench (L2 flushed before each call; CUDA events)",
                          "statistic": "median", "dtype": "float16", "configuration": hm.CONFIG,
                          "copies": {n: list(e.values()) for n, e in DIAGNOSTICS.items()},
                          "note": "the copies compute wrong outputs by design; only their times mean anything"},
               "ceilings": {}, "columns": ["M", "N", "K"] + [f"{n}_tflops" for n in copies], "rows": rows}
-    bench.save(result, out_path)
+    results.save(result, out_path)
 
 
 def _prepare(cfg):
@@ -124,7 +125,7 @@ def baseline_kernels(shapes) -> dict:
     """The GPU kernels that cuBLAS (the CublasLt binding) and torch.matmul launch at each shape, by name."""
     import torch
     from torch.profiler import ProfilerActivity, profile
-    blas = bench.Cublas()
+    blas = ceilings.Cublas()
     out = {}
     for M, N, K in shapes:
         a = torch.randn(M, K, device="cuda", dtype=torch.float16)
@@ -145,16 +146,16 @@ def baseline_kernels(shapes) -> dict:
 def explore(out_path) -> None:
     variants = {n: _prepare(cfg) for n, cfg in EXPLORE.items()}
     shapes = [(8192, 8192, k) for k in KS]
-    columns, rows = bench.matmul_sweep(variants, shapes, bench.log, "explore")
-    result = {"benchmark": "hopper-matmul-explore", **bench.environment(),
+    columns, rows = sweeps.matmul_sweep(variants, shapes, timing.log, "explore")
+    result = {"benchmark": "hopper-matmul-explore", **results.environment(),
               "method": {"timer": "triton.testing.do_bench (L2 flushed before each call; CUDA events)",
-                         "statistic": f"median; best of {bench.SWEEP_PASSES} passes", "passes": bench.SWEEP_METHOD,
+                         "statistic": f"median; best of {sweeps.SWEEP_PASSES} passes", "passes": sweeps.SWEEP_METHOD,
                          "dtype": "float16", "variants": EXPLORE, "defaults": hm.CONFIG,
                          "launch": "prepare(): the timer sees launches only",
                          "baseline_kernels": "torch.profiler: the CUDA kernels one call launches"},
               "ceilings": {"cublas_fp16_tflops": {f"{r[0]}x{r[1]}x{r[2]}": r[-2] for r in rows}},
               "baseline_kernels": baseline_kernels(shapes), "columns": columns, "rows": rows}
-    bench.save(result, out_path)
+    results.save(result, out_path)
 
 
 def launch(K: int) -> None:
@@ -165,7 +166,7 @@ def launch(K: int) -> None:
     c = torch.empty(8192, 8192, device="cuda", dtype=torch.float16)
     for name in PROFILED:
         _prepare(EXPLORE[name])(a, b, c)()
-    bench.Cublas().matmul(a, b.T.contiguous(), c)
+    ceilings.Cublas().matmul(a, b.T.contiguous(), c)
     a @ b
     torch.cuda.synchronize()
 
@@ -179,7 +180,7 @@ def ncu_metrics() -> str:
 def record_ncu(csv_path, out_path, env: dict, K: int = 512) -> dict:
     """ncu's CSV of ``--launch K`` in, a result out: one row per launch (PROFILED, then both baselines)."""
     names = list(PROFILED) + ["cuBLAS (CublasLt)", "torch.matmul"]
-    kernels = bench.ncu_kernels(csv_path, names)
+    kernels = sweeps.ncu_kernels(csv_path, names)
     metrics = sorted({m for k in kernels for m in k if m not in ("kernel", "grid")})
     table = [[n, k["kernel"][:80]] + [k.get(m) for m in metrics] for n, k in zip(names, kernels)]
     result = {"benchmark": "hopper-matmul-ncu", **env,
@@ -189,7 +190,7 @@ def record_ncu(csv_path, out_path, env: dict, K: int = 512) -> dict:
                          "dtype": "float16", "launches": "one of each; ncu replays it once per metric pass",
                          "configurations": {n: EXPLORE[n] for n in PROFILED}},
               "ceilings": {}, "columns": ["variant", "kernel"] + metrics, "rows": table}
-    bench.save(result, out_path)
+    results.save(result, out_path)
     return result
 
 
@@ -205,7 +206,7 @@ def main(argv=None):
         print(ncu_metrics())
         return
     if args.record_ncu:
-        record_ncu(*args.record_ncu, bench.environment())
+        record_ncu(*args.record_ncu, results.environment())
         return
     if not (args.out or args.launch or args.diagnose):
         ap.error("give --out, --launch, --diagnose, --ncu-metrics or --record-ncu")

@@ -21,10 +21,12 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 from record_timelines import say, sm_clock_mhz  # noqa: E402
 
-from multicta_kernels import barriers, bench, cluster, multicast as mc, softmax as sm  # noqa: E402
-from multicta_kernels import hopper_matmul as hm, timeline as tl  # noqa: E402
-from multicta_kernels.checks import assert_matmul_close, assert_softmax_close  # noqa: E402
-from multicta_kernels.hardware import CLUSTERS, WGMMA, require_or_exit  # noqa: E402
+from multicta_kernels import barriers, hopper_matmul as hm, multicast as mc, results, softmax as sm  # noqa: E402
+from multicta_kernels.core.accuracy import assert_matmul_close, assert_softmax_close  # noqa: E402
+from multicta_kernels.core.hardware import CLUSTERS, WGMMA, require_or_exit  # noqa: E402
+from multicta_kernels.gluon import matmul  # noqa: E402
+from multicta_kernels.gluon.operands import gl_dtype  # noqa: E402
+from multicta_kernels.measure import timing, traces as tl  # noqa: E402
 
 
 def by_name(spec, **runtime):
@@ -49,7 +51,7 @@ def main(argv=None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     import torch
     require_or_exit("record_chapter_timelines", CLUSTERS, WGMMA)     # chapters 1-3 and chapter 6's wgmma matmul
-    env = bench.environment()
+    env = results.environment()
     clock = sm_clock_mhz()
     say(f"{env['gpu']}, SM clock {clock['clock_mhz']} MHz")
     base = {"clock": clock, "warmup_launches": 1}
@@ -101,7 +103,7 @@ def main(argv=None) -> None:
         assert_matmul_close(c, a, b, name)
         save(tr, name, out, env, dict(base, kernel=f"hopper_matmul_kernel 8192 x 8192 x {K} fp16, {cfg or 'CONFIG'}; "
                                                    f"{sms} persistent CTAs"), args.keep)
-        call = cluster.prepare_matmul(a, b, c, dict(cfg), hm.CONFIG, hm.plan, hm.WGMMA, "hopper_matmul")
+        call = matmul.prepare_matmul(a, b, c, hm.plan(8192, 8192, K, gl_dtype(a), **cfg), WGMMA, "hopper_matmul")
         spec = {on: hm.hopper_matmul_spec(**cfg, instrument=bool(on)) for on in (0, 1)}
         kargs = lambda s, call=call: by_name(s, a_desc=call.a_desc, b_desc=call.b_desc,   # noqa: E731
                                              c_desc=call.c_desc, M=call.M, N=call.N, K=call.K)
@@ -114,11 +116,11 @@ def main(argv=None) -> None:
             launch = tl.prepare(spec[on], grid, kargs(spec[on]))
             launch()
             torch.cuda.synchronize()
-            times.append(bench.time_ms(launch, cudagraph=False) * 1e3)
+            times.append(timing.time_ms(launch, cudagraph=False) * 1e3)
         o = tl.overhead(times[1], times[0])
         rows.append([name, round(o["without"], 2), round(o["with"], 2), round(o["added"], 2), round(o["ratio"], 3)])
         say(f"overhead {name}: {o['without']:.1f} us without scopes, {o['with']:.1f} us with (x{o['ratio']:.3f})")
-    bench.save({"benchmark": "timeline-chapters-overhead", **env,
+    results.save({"benchmark": "timeline-chapters-overhead", **env,
                 "method": {"timer": "do_bench", "statistic": "median",
                            "launch": "timeline.prepare: compiled once with and without proton's passes, launched "
                                      "without a session"},

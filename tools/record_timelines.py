@@ -9,7 +9,7 @@ or on a GPU node with the book's environment::
 
     .venv/bin/python tools/record_timelines.py --out results/h200
 
-Writes into --out (results: ``multicta_kernels.bench.load`` and ``timeline.load`` read them)::
+Writes into --out (results: ``multicta_kernels.results.load`` and ``measure.traces.load`` read them)::
 
     timeline_center_rows_1cta.json   one launch of center_rows_kernel, 1 CTA per cluster: 4 clusters kept
     timeline_center_rows_2cta.json   the same at 2 CTAs per cluster
@@ -32,9 +32,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from multicta_kernels import bench  # noqa: E402
-from multicta_kernels import timeline as tl  # noqa: E402
-from multicta_kernels.hardware import CLUSTERS, require_or_exit  # noqa: E402
+from multicta_kernels import results  # noqa: E402
+from multicta_kernels.measure import timing  # noqa: E402
+from multicta_kernels.measure import trace_demos, traces as tl  # noqa: E402
+from multicta_kernels.core.hardware import CLUSTERS, require_or_exit  # noqa: E402
 
 T0 = time.time()
 
@@ -111,7 +112,7 @@ def main(argv=None) -> None:
 
     import torch
     require_or_exit("record_timelines", CLUSTERS)
-    env = bench.environment()
+    env = results.environment()
     say(f"{env['gpu']} (sm_{env['capability'][0]}{env['capability'][1]}), triton {env['triton']}, "
         f"torch {env['torch']}, driver {env['driver']}")
     clock = sm_clock_mhz()
@@ -126,7 +127,7 @@ def main(argv=None) -> None:
     for n in (1, 2):
         name = f"center_rows_{n}cta"
         out_t = torch.full_like(x, float("nan"))
-        tr = tl.record(lambda: tl.center_rows(x, out_t, num_ctas=n, instrument=True), name, folder=trace_dir,
+        tr = tl.record(lambda: trace_demos.center_rows(x, out_t, num_ctas=n, instrument=True), name, folder=trace_dir,
                        num_ctas=n, clock_mhz=clock["clock_mhz"])
         torch.testing.assert_close(out_t, want, atol=1e-5, rtol=1e-5)
         report(tr, name)
@@ -138,13 +139,13 @@ def main(argv=None) -> None:
         say(f"wrote {path}")
 
     # 2. the warp-specialised TMA hand-off: scopes in both partitions, events across them
-    h = tl.HANDOFF
+    h = trace_demos.HANDOFF
     programs = 128
     xh = torch.randn(programs * h["tiles"] * h["rows"], h["cols"], device="cuda", dtype=torch.float16)
     want_h = xh.float().view(programs, -1).sum(1)
-    owner = tl.placed_partitions(tl.handoff_spec(False), h["names"])
+    owner = tl.placed_partitions(trace_demos.handoff_spec(False), h["names"])
     out_h = torch.full((programs,), float("nan"), device="cuda")
-    tr = tl.record(lambda: tl.tma_handoff(xh, out_h, instrument=True), "tma_handoff", folder=trace_dir,
+    tr = tl.record(lambda: trace_demos.tma_handoff(xh, out_h, instrument=True), "tma_handoff", folder=trace_dir,
                    partitions=owner, clock_mhz=clock["clock_mhz"])
     torch.testing.assert_close(out_h, want_h, atol=1e-2, rtol=1e-3)
     report(tr, "tma_handoff")
@@ -159,10 +160,10 @@ def main(argv=None) -> None:
     say(f"wrote {path}")
 
     # 3. overhead: the same kernels without and with scopes, prepared launches, no proton session
-    cases = [(f"center_rows_{n}cta", n, lambda on, n=n: tl.center_rows_args(x, torch.empty_like(x), num_ctas=n,
+    cases = [(f"center_rows_{n}cta", n, lambda on, n=n: trace_demos.center_rows_args(x, torch.empty_like(x), num_ctas=n,
                                                                              instrument=on))
              for n in (1, 2)]
-    cases.append(("tma_handoff", 1, lambda on: tl.tma_handoff_args(xh, torch.empty_like(want_h), instrument=on)))
+    cases.append(("tma_handoff", 1, lambda on: trace_demos.tma_handoff_args(xh, torch.empty_like(want_h), instrument=on)))
     rows = []
     for name, n, build in cases:
         times = []
@@ -174,12 +175,12 @@ def main(argv=None) -> None:
             got = kargs[1]
             torch.testing.assert_close(got, want if name.startswith("center") else want_h,
                                        atol=1e-5 if name.startswith("center") else 1e-2, rtol=1e-3)
-            times.append(bench.time_ms(launch) * 1e3)
+            times.append(timing.time_ms(launch) * 1e3)
         o = tl.overhead(times[1], times[0])
         rows.append([name, n, round(o["without"], 3), round(o["with"], 3), round(o["added"], 3), round(o["ratio"], 3)])
         say(f"overhead {name}: {o['without']:.2f} us without scopes, {o['with']:.2f} us with "
             f"(+{o['added']:.2f} us, x{o['ratio']:.2f})")
-    path = bench.save({"benchmark": "timeline-overhead", **env,
+    path = results.save({"benchmark": "timeline-overhead", **env,
                        "method": {"timer": "do_bench_cudagraph", "statistic": "median",
                                   "launch": "timeline.prepare: compiled once, launched without proton; the "
                                             "instrumented build writes into a reused scratch buffer",

@@ -1,0 +1,128 @@
+"""Chapter 6's measurements: the variants and the ablation against cuBLAS and torch.matmul, the measured wgmma
+ceiling, layer shapes of real models, bf16; and the L2 traffic of each step through Nsight Compute:
+
+    ncu ... python -m multicta_kernels.benchmarks.hopper_matmul > l2.csv          (see L2_COMMAND)
+    python -m multicta_kernels.benchmarks.hopper_matmul --record-l2 l2.csv results/h200/hopper_matmul_l2.json
+"""
+from __future__ import annotations
+
+from triton.experimental.gluon import language as gl
+
+from .. import hopper_matmul as hm
+from ..core import validate
+from ..core.hardware import WGMMA, require, require_or_exit
+from ..gluon.operands import nvmma_layout
+from ..measure import ceilings, sweeps, timing
+from ..results import store
+
+
+def mma_peak_tflops(iters: int = 20000, block_m: int = 128, block_n: int = 256) -> float:
+    """Measured dense fp16 wgmma rate of the whole GPU (one CTA per SM, two warpgroups each)."""
+    import torch
+    require(WGMMA, "mma_peak_tflops")
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    out = torch.empty(sms, device="cuda", dtype=torch.float32)
+    warps = block_m // 16
+    args = dict(a_layout=nvmma_layout([block_m, 64], gl.float16, []), b_layout=nvmma_layout([64, block_n], gl.float16, []),
+                acc_layout=gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[warps, 1],
+                                                     instr_shape=[16, block_n, 16]),
+                fill_layout=gl.BlockedLayout([1, 8], [4, 8], [warps, 1], [1, 0]), num_warps=warps)
+    ms = timing.time_ms(lambda: hm.mma_peak_kernel[(sms,)](out, iters, **args), cudagraph=False, rep=200)
+    if not bool(torch.isfinite(out).all()):
+        raise RuntimeError("mma_peak_kernel produced non-finite values")
+    return sms * iters * 2 * block_m * block_n * 64 / (ms * 1e-3) / 1e12
+
+
+def _variants(names, table):
+    return {n: (lambda a, b, c, cfg=table[n]: hm.prepare(a, b, c, **cfg)) for n in names}
+
+
+def benchmark(quick: bool = False, log=print) -> dict:
+    """The chapter's measurements, all in one run on one GPU: (1) TFLOP/s at M = N = 8192, K = 512 ...
+    16384 (fp16) for each VARIANTS entry against cuBLAS (CublasLt) and torch.matmul, and the measured
+    wgmma ceiling; (2) the ablation; (3) layer shapes of real models; (4) bf16. Set
+    MULTICTA_SKIP="name,name" to leave variants out (recorded in the result)."""
+    import os
+    require(WGMMA, "the hopper-matmul benchmark")
+    skip = [n for n in os.environ.get("MULTICTA_SKIP", "").split(",") if n]
+    names = [n for n in hm.VARIANTS if n not in skip]
+    ks = [512, 4096] if quick else [512, 1024, 2048, 4096, 8192, 16384]
+    peak = mma_peak_tflops()
+    log(f"[hopper-matmul] wgmma ceiling {peak:.0f} TFLOP/s")
+    columns, rows = sweeps.matmul_sweep(_variants(names, hm.VARIANTS), [(8192, 8192, k) for k in ks], log, "hopper-matmul")
+    tables = {}
+    for key, variants, shapes, dtype in (
+            ("ablation", _variants(hm.ABLATION, hm.ABLATION), [(8192, 8192, 512), (8192, 8192, 4096)], "float16"),
+            ("models", _variants(names[:3], hm.VARIANTS), hm.MODEL_SHAPES[:2] if quick else hm.MODEL_SHAPES, "float16"),
+            ("bf16", _variants(names[:3], hm.VARIANTS), [(8192, 8192, k) for k in (512, 1024, 8192)], "bfloat16")):
+        c, r = sweeps.matmul_sweep(variants, shapes, log, f"hopper-matmul {key}", dtype)
+        tables[key] = {"columns": c, "rows": r}
+    return {"method": {"timer": "triton.testing.do_bench (L2 flushed before each call; CUDA events)",
+                       "statistic": f"median of each timing; best of {sweeps.SWEEP_PASSES} passes",
+                       "passes": sweeps.SWEEP_METHOD, "dtype": "float16 in and out, fp32 accumulation",
+                       "launch": "prepare(): validated, compiled and descriptors built once; the timer sees launches",
+                       "variants": {n: hm.VARIANTS[n] for n in names}, "skipped": skip, "defaults": hm.CONFIG,
+                       "picked by K": {"short_k": hm.SHORT_K, "short_k_config": hm.SHORT_K_CONFIG},
+                       "ablation": hm.ABLATION},
+            "ceilings": {"wgmma_fp16_tflops": round(peak, 1),
+                         "cublas_fp16_tflops": {f"{r[0]}x{r[1]}x{r[2]}": r[-2] for r in rows}},
+            "columns": columns, "rows": rows, "tables": tables}
+
+
+# ------------------------------------------------------------------------- L2 bytes, through ncu
+
+L2_METRICS = "lts__t_bytes.sum,lts__t_sectors_srcunit_tex_op_read.sum,dram__bytes_read.sum,gpu__time_duration.sum"
+L2_COMMAND = ("ncu --clock-control none --kernel-name regex:'matmul_kernel|gemm|nvjet|sm90' "
+              f"--metrics {L2_METRICS} --csv python -m multicta_kernels.benchmarks.hopper_matmul > l2.csv")
+
+
+L2_LAUNCHES = {**hm.ABLATION, "warp specialised 1-CTA": hm.VARIANTS["1-CTA"], "warp specialised 4-CTA": hm.VARIANTS["4-CTA"]}
+
+
+def profile_launches(M: int = 8192, N: int = 8192, K: int = 4096) -> None:
+    """One launch of each ablation step and variant, then cuBLAS: what ``L2_COMMAND`` profiles."""
+    import torch
+    for name, v in (("M", M), ("N", N), ("K", K)):
+        validate.count(v, name, 8, 1 << 16)
+    require(WGMMA, "profile_launches")
+    a = torch.randn(M, K, device="cuda", dtype=torch.float16)
+    b = torch.randn(K, N, device="cuda", dtype=torch.float16)
+    c = torch.empty(M, N, device="cuda", dtype=torch.float16)
+    for cfg in L2_LAUNCHES.values():
+        hm.prepare(a, b, c, **cfg)()
+    ceilings.Cublas().matmul(a, b.T.contiguous(), c)
+    torch.cuda.synchronize()
+
+
+def record_l2(csv_path, out, env: dict) -> dict:
+    """Turn ncu's CSV (from ``L2_COMMAND``) into a result: one row per profiled kernel, in launch order."""
+    names = list(L2_LAUNCHES) + ["cuBLAS"]
+    kernels = sweeps.ncu_kernels(csv_path, names)
+    table = [[n, k["kernel"][:60], k["grid"], round(k["gpu__time_duration.sum"] / 1e3, 1),
+              round(k["lts__t_bytes.sum"] / 1e9, 3), round(k["lts__t_sectors_srcunit_tex_op_read.sum"] * 32 / 1e9, 3),
+              round(k["dram__bytes_read.sum"] / 1e9, 3)] for n, k in zip(names, kernels)]
+    result = {"benchmark": "hopper-matmul-l2", **env, "command": L2_COMMAND,
+              "method": {"timer": "ncu gpu__time_duration (profiled, --clock-control none)", "shape": [8192, 8192, 4096],
+                         "dtype": "float16", "launches": "one of each; ncu replays it once per metric pass"},
+              "ceilings": {}, "columns": ["variant", "kernel", "grid", "time_us", "l2_bytes_gb", "l2_reads_from_sms_gb",
+                                          "dram_read_gb"], "rows": table}
+    store.save(result, out)
+    return result
+
+
+def main(argv=None) -> None:
+    """``python -m multicta_kernels.benchmarks.hopper_matmul``: the launches ``L2_COMMAND`` profiles; with
+    ``--record-l2 CSV OUT``, turn ncu's CSV into the recorded result (run it on the GPU node)."""
+    import argparse
+    ap = argparse.ArgumentParser(prog="python -m multicta_kernels.benchmarks.hopper_matmul", description=main.__doc__)
+    ap.add_argument("--record-l2", nargs=2, metavar=("CSV", "OUT"), help="ncu's CSV in, a result JSON out")
+    args = ap.parse_args(argv)
+    if args.record_l2:
+        record_l2(args.record_l2[0], args.record_l2[1], store.environment())
+    else:
+        require_or_exit("python -m multicta_kernels.benchmarks.hopper_matmul", WGMMA)
+        profile_launches()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,191 @@
+"""Chapter 1's benchmarks: the picked softmax against the upstream design, torch and the copy of the same bytes;
+the sweep of every candidate configuration (what the picker learns from); the two exchanges side by side.
+
+    python -m multicta_kernels.cli.bench softmax --out results/h200/softmax.json
+"""
+from __future__ import annotations
+
+from ..core.accuracy import assert_softmax_close
+from ..core.hardware import CLUSTERS, require
+from ..core.occupancy import max_clusters, resident_clusters_known
+from ..measure import ceilings, timing
+from ..softmax import (EXCHANGE_SHAPES, EXCHANGES, MAX_VALUES_PER_THREAD, ODD_SHAPES, ONE_CTA_MAX_N, TUTORIAL_SHAPES,
+                       WIDE_SHAPES, alignment, candidates, multicta_softmax, online_softmax, pick_config,
+                       softmax_kernel, upstream_design, upstream_design_configs)
+
+
+def _measure(x, out, cfg, two_pass=False):
+    """(ms, max abs error) of one configuration; a wrong result is refused (AssertionError), not recorded: the output
+    is poisoned first and checked element-wise against torch before it is timed."""
+    import torch
+    out.fill_(float("nan"))
+    multicta_softmax(x, out, config=cfg, two_pass=two_pass)
+    assert_softmax_close(out, x, f"softmax {tuple(x.shape)} {cfg}{' two-pass' if two_pass else ''}: nothing recorded")
+    err = (out.float() - torch.softmax(x.float(), dim=1)).abs().max().item()
+    ms = timing.time_ms(lambda: multicta_softmax(x, out, config=cfg, two_pass=two_pass))
+    return ms, err
+
+
+def sweep(quick: bool = False, log=print, shapes=None, space=None) -> dict:
+    """Time every candidate configuration on every benchmark shape (fp32); ``space`` narrows
+    :func:`candidates` (keyword arguments)."""
+    import torch
+    require(CLUSTERS, "the softmax sweep")
+    copy = ceilings.copy_ceiling_gbps()
+    log(f"[softmax-sweep] copy ceiling {copy:.0f} GB/s")
+    shapes = shapes or (TUTORIAL_SHAPES + ODD_SHAPES)[:: 4 if quick else 1]
+    rows = []
+    for M, N in shapes:
+        x = torch.empty((M, N), device="cuda").uniform_(-4, 4)
+        out = torch.empty_like(x)
+        nbytes = 2 * x.numel() * x.element_size()
+        for cfg in candidates(N, **(space or {})):
+            ms, err = _measure(x, out, cfg)
+            g = timing.gbps(nbytes, ms)
+            rows.append([M, N, cfg.num_ctas, cfg.num_warps, cfg.block_m, cfg.values_per_thread,
+                         round(ms * 1e3, 2), round(g, 1), round(g / copy, 4), err])
+            log(f"[softmax-sweep] {M}x{N} ctas={cfg.num_ctas} warps={cfg.num_warps} rows={cfg.block_m}: "
+                f"{g:.0f} GB/s ({g / copy:.2f} of copy) err={err:.1e}")
+        del x, out
+        torch.cuda.empty_cache()
+    return {"method": {"timer": "do_bench_cudagraph", "statistic": "median", "dtype": "float32",
+                       "data": "uniform(-4, 4), fresh per shape", "bytes": "2 * M * N * 4 (read x, write out)",
+                       "space": f"candidates(N): 1-16 CTAs, 1-16 warps, 16-{MAX_VALUES_PER_THREAD} values per thread"},
+            "ceilings": {"copy_gbps": round(copy, 1)},
+            "columns": ["M", "N", "num_ctas", "num_warps", "block_m", "values_per_thread", "time_us",
+                        "gbps", "fraction_of_copy", "max_abs_err"],
+            "rows": rows}
+
+
+WIDE_SPACE = dict(min_values=32, max_rows=2)       # wide rows: fewer, fuller threads; at most 2 rows per program
+
+
+def sweep_wide(quick: bool = False, log=print) -> dict:
+    """The sweep of rows that need a cluster (WIDE_SHAPES), over WIDE_SPACE: 32 to 128 values per thread,
+    at most 2 rows per program (the narrower sweep of results/h200/softmax_sweep.json stopped at 64)."""
+    result = sweep(log=log, shapes=WIDE_SHAPES[:1] if quick else WIDE_SHAPES, space=WIDE_SPACE)
+    result["method"]["space"] = f"candidates(N, **{WIDE_SPACE})"
+    return result
+
+
+def benchmark(quick: bool = False, log=print) -> dict:
+    """The chapter's benchmark, all in one run: the picked configuration (fused and two-pass kernels),
+    the upstream tutorial's design at the best of its configurations, torch.softmax, a single-CTA online
+    softmax on wide rows, the copy of the same bytes, and how many clusters fit on the GPU at once."""
+    import torch
+    require(CLUSTERS, "the softmax benchmark")
+    copy = ceilings.copy_ceiling_gbps()
+    blas = ceilings.cublas_tflops()
+    log(f"[softmax] copy ceiling {copy:.0f} GB/s, cuBLAS fp16 {blas:.0f} TFLOP/s")
+    shapes = (TUTORIAL_SHAPES + ODD_SHAPES)[:: 4 if quick else 1]
+    rows = []
+    for M, N in shapes:
+        x = torch.empty((M, N), device="cuda").uniform_(-4, 4)
+        out = torch.empty_like(x)
+        nbytes = 2 * x.numel() * x.element_size()
+        gb = lambda ms: timing.gbps(nbytes, ms)                                        # noqa: E731
+        cfg = pick_config(N)
+        ms, err = _measure(x, out, cfg)
+        resident = _resident_clusters(x, out, cfg, max_clusters)
+        two_ms = _measure(x, out, cfg, two_pass=True)[0]
+        seed = []
+        for c, w in upstream_design_configs(N):
+            upstream_design(x, out, c, w)
+            assert_softmax_close(out, x, f"the upstream design at {c} x {w}")     # element-wise, scaled by N
+            seed.append((timing.time_ms(lambda: upstream_design(x, out, c, w)), f"{c} CTA x {w} warps"))
+        seed_ms, seed_cfg = min(seed)
+        online = None
+        if N > ONE_CTA_MAX_N:
+            online_softmax(x, out)
+            assert_softmax_close(out, x, "online softmax")
+            online = round(gb(timing.time_ms(lambda: online_softmax(x, out))), 1)
+        torch_ms = timing.time_ms(lambda: torch.softmax(x, dim=1))
+        copy_ms = timing.time_ms(lambda: out.copy_(x))
+        g = gb(ms)
+        rows.append([M, N, cfg.num_ctas, cfg.num_warps, cfg.block_m, cfg.values_per_thread, resident, round(g, 1),
+                     round(gb(two_ms), 1), round(gb(seed_ms), 1), seed_cfg, round(gb(torch_ms), 1), online,
+                     round(gb(copy_ms), 1), round(g / copy, 4), round(gb(seed_ms) / copy, 4),
+                     round(gb(torch_ms) / copy, 4), err])
+        log(f"[softmax] {M}x{N}: ours {g:.0f} GB/s ({g / copy:.3f}) with {cfg.num_ctas}x{cfg.num_warps}, upstream design "
+            f"{gb(seed_ms):.0f} ({seed_cfg}), torch {gb(torch_ms):.0f}, online {online}, {resident} clusters resident")
+        del x, out
+        torch.cuda.empty_cache()
+    return {"method": {"timer": "do_bench_cudagraph", "statistic": "median", "dtype": "float32",
+                       "data": "uniform(-4, 4), fresh per shape", "bytes": "2 * M * N * 4 (read x, write out)",
+                       "config": "pick_config(N): the best of the recorded sweep for this width",
+                       "seed_design": "upstream_design_kernel (the design of python/tutorials/gluon/14-multicta.py), "
+                                      "best of upstream_design_configs(N) in this run",
+                       "online": "online_softmax_kernel: one CTA per row, two passes over the row (rows > 32768)",
+                       "resident_clusters": "cuOccupancyMaxActiveClusters of the picked kernel where Triton's "
+                                            "binding is exact (4-warp CTAs), else null"},
+            "ceilings": {"copy_gbps": round(copy, 1), "cublas_fp16_tflops": {"8192x8192x8192": round(blas, 1)}},
+            "columns": ["M", "N", "num_ctas", "num_warps", "block_m", "values_per_thread", "resident_clusters",
+                        "gluon_gbps", "two_pass_gbps", "seed_design_gbps", "seed_design_config", "torch_gbps",
+                        "online_gbps", "copy_same_bytes_gbps", "gluon_fraction", "seed_design_fraction",
+                        "torch_fraction", "max_abs_err"],
+            "rows": rows}
+
+
+def exchange_benchmark(quick: bool = False, log=print) -> dict:
+    """The two exchanges of the fused kernel, measured side by side for every dtype on the rows that need a
+    cluster (EXCHANGE_SHAPES): the compiler's (two rounds through cluster barriers) and the one-round exchange
+    (st.async into every CTA), at the picked configuration; with the upstream design (best of its
+    configurations) and torch.softmax as the baselines of the same run. Every output is checked element by
+    element before it is timed: a wrong result is refused, not recorded."""
+    import torch
+    require(CLUSTERS, "the softmax exchange benchmark")
+    copy = ceilings.copy_ceiling_gbps()
+    log(f"[softmax-exchange] copy ceiling {copy:.0f} GB/s")
+    shapes = EXCHANGE_SHAPES[:2] if quick else EXCHANGE_SHAPES
+    rows = []
+    for dtype in ("float32", "float16", "bfloat16"):
+        tdt = getattr(torch, dtype)
+        for M, N in shapes:
+            x = torch.empty((M, N), device="cuda").uniform_(-4, 4).to(tdt)
+            out = torch.empty_like(x)
+            gb = lambda ms: timing.gbps(2 * x.numel() * x.element_size(), ms)   # noqa: E731
+            cfg = pick_config(N, dtype)
+            got = {}
+            for exchange in EXCHANGES:
+                multicta_softmax(x, out, config=cfg, exchange=exchange)
+                assert_softmax_close(out, x, f"{exchange} exchange {M}x{N} {dtype}")
+                got[exchange] = gb(timing.time_ms(lambda: multicta_softmax(x, out, config=cfg, exchange=exchange)))
+            seed = []
+            for c, w in upstream_design_configs(N):
+                upstream_design(x, out, c, w)
+                assert_softmax_close(out, x, f"the upstream design at {c} x {w}, {dtype}")
+                seed.append((gb(timing.time_ms(lambda: upstream_design(x, out, c, w))), f"{c} CTA x {w} warps"))
+            seed_gbps, seed_cfg = max(seed)
+            torch_gbps = gb(timing.time_ms(lambda: torch.softmax(x, dim=1)))
+            best = max(got.values())
+            rows.append([dtype, M, N, cfg.num_ctas, cfg.num_warps, cfg.block_m, round(got["compiler"], 1),
+                         round(got["one_round"], 1), round(seed_gbps, 1), seed_cfg, round(torch_gbps, 1),
+                         round(best / copy, 4), round(seed_gbps / copy, 4), round(torch_gbps / copy, 4)])
+            log(f"[softmax-exchange] {dtype} {M}x{N} ({cfg.num_ctas}x{cfg.num_warps}): compiler {got['compiler']:.0f}, "
+                f"one round {got['one_round']:.0f}, upstream {seed_gbps:.0f} ({seed_cfg}), torch {torch_gbps:.0f} GB/s")
+            del x, out
+            torch.cuda.empty_cache()
+    return {"method": {"timer": "do_bench_cudagraph", "statistic": "median", "data": "uniform(-4, 4), fresh per shape",
+                       "bytes": "2 * M * N * element size (read x, write out)",
+                       "config": "pick_config(N, dtype), the same for both exchanges",
+                       "exchanges": "compiler: softmax_kernel (gl.reduce across the CTAs); one_round: "
+                                    "softmax_one_round_kernel (st.async into every CTA, one wait)",
+                       "seed_design": "upstream_design_kernel, best of upstream_design_configs(N) in this run",
+                       "check": "every output element-wise against torch (checks.assert_softmax_close) before timing"},
+            "ceilings": {"copy_gbps": round(copy, 1)},
+            "columns": ["dtype", "M", "N", "num_ctas", "num_warps", "block_m", "compiler_gbps", "one_round_gbps",
+                        "seed_design_gbps", "seed_design_config", "torch_gbps", "gluon_fraction",
+                        "seed_design_fraction", "torch_fraction"],
+            "rows": rows}
+
+
+def _resident_clusters(x, out, cfg, max_clusters) -> int:
+    """How many clusters of the picked kernel the GPU holds at once (the occupancy calculator)."""
+    M, N = x.shape
+    align = alignment(N, x, out, cfg.vec)
+    compiled = softmax_kernel.warmup(x, out, M, N // align, x.stride(0) // align, out.stride(0) // align,
+                                     BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, ALIGN=align, layout=cfg.layout,
+                                     INSTRUMENT=False, grid=(1,), num_warps=cfg.num_warps, num_ctas=cfg.num_ctas)
+    if not resident_clusters_known(cfg.num_warps, compiled.metadata.shared):
+        return None                          # Triton's binding assumes 4 warps: its answer would be wrong
+    return max_clusters(compiled, cfg.num_ctas)

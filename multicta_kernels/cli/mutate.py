@@ -1,0 +1,428 @@
+"""The mutation harness: break each kernel of the catalog on purpose and see which check notices.
+
+    python -m multicta_kernels.cli.mutate                          # every kernel, every operator: results/mutation_cpu.json
+    python -m multicta_kernels.cli.mutate --kernels tile_stream --sample 2 --out /tmp/m.json
+    python -m multicta_kernels.cli.mutate --gpu --from results/mutation_cpu.json --out results/h200/mutation_gpu.json
+
+A *mutant* is one small edit of a kernel's own source (or of an in-kernel helper it calls: ``gluon/ring.py``'s
+``release``, ``gluon/sync.py``'s helpers), made by one of the operators of :mod:`multicta_kernels.cli.mutants` (:data:`OPERATORS`): a moved release, a dropped wait, an
+init count off by one, a flipped phase, a widened or narrowed mask, ... Each mutant is compiled for the targets of
+every configuration the catalog lists (one that compiles nowhere is reported and not counted), then run against the
+CPU's killers, cheapest first, until one fails it:
+
+``compile``      a configuration the catalog lists no longer compiles (the lens tests compile every one)
+``expect``       the spec's own expectations (substrings the PTX must hold)
+``census``       :func:`protocols.compare`: the model's code sites and init counts against the PTX
+``order``        :func:`protocols.order`: the model's operations in the PTX's order, loop turn by loop turn
+``init fence``   :func:`lens.init_fence_problems`: no init fence per iteration, none after a barrier's first use
+``tests``        the CPU tests that read the kernel, run by pytest with the mutant patched into every module of
+                 the package (``MULTICTA_MUTANT=file``: ``tests/conftest.py`` loads it at session start)
+
+A mutant that survives them all is a CPU survivor; with ``--gpu`` the survivors are run against the GPU tests (on
+a GPU). A mutant that compiles and survives everything is a gap in the book's checks: it is reported with its diff.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import inspect
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import types
+from pathlib import Path
+
+from .. import catalog, lens
+from ..protocols.agreement import compare, order, store_wait_depths
+from ..protocols.cases import kernel_models
+from ..protocols.models import tma_ring, ws_ring
+from .mutants import OPERATORS, Mutant, closure, mutants, write_mutant
+
+ROOT = Path(__file__).resolve().parents[2]
+ENV = "MULTICTA_MUTANT"            # the mutant file tests/conftest.py patches in
+
+def load(path) -> dict:
+    """Build the mutant described in ``path`` (see :func:`write_mutant`) and patch it into every module of the
+    package that holds an original: returns {(module, name): new function}."""
+    spec = {}
+    exec(Path(path).read_text(), spec)
+    spec = spec["MUTANT"]
+    return build(spec["unit"], spec["source"], spec["kernels"], patch=True)
+
+
+_BUILT = 0
+
+
+def _module_from(src: str, base, name: str, folder: Path, overrides: dict):
+    """A module named ``name`` over ``base``'s globals (and ``overrides``), running ``src`` from its own file
+    (``@gluon.jit`` reads a function's source from its file)."""
+    path = folder / f"{name}.py"
+    path.write_text(src)
+    mod = types.ModuleType(name)
+    mod.__dict__.update({k: v for k, v in vars(base).items() if not k.startswith("__")})
+    mod.__dict__.update(overrides)
+    mod.__file__ = str(path)
+    sys.modules[name] = mod
+    exec(compile(src, str(path), "exec"), mod.__dict__)
+    return mod
+
+
+def build(unit: str, source: str, kernels, patch: bool = False) -> dict:
+    """{(module name, function name): mutant copy} for the unit and every function of the kernels' closures that
+    reaches it (rebuilt so that their globals see the copy)."""
+    global _BUILT
+    modname, fname = unit.rsplit(".", 1)
+    folder = Path(tempfile.mkdtemp(prefix="mutant_"))
+    _BUILT += 1
+    base = sys.modules[modname]
+    new_unit = getattr(_module_from(source, base, f"_mutant_{_BUILT}_{fname}", folder, {}), fname)
+    out = {(modname, fname): new_unit}
+    for name in kernels:
+        fn = catalog.spec(name).fn
+        units = closure(fn)
+        if (base, fname) not in units:
+            continue
+        kmod = units[0][0]
+        rebuilt = [n for m, n in units if m is kmod and (m.__name__, n) not in out]
+        if not rebuilt:
+            continue
+        src = "\n\n".join(textwrap.dedent(inspect.getsource(getattr(kmod, n).fn)) for n in rebuilt)
+        overrides = {n: f for (mn, n), f in out.items()}
+        mod = _module_from(src, kmod, f"_mutant_{_BUILT}_{kmod.__name__.rsplit('.', 1)[-1]}_{len(out)}", folder,
+                           overrides)
+        for n in rebuilt:
+            out[(kmod.__name__, n)] = getattr(mod, n)
+    if patch:
+        originals = {id(getattr(sys.modules[mn], n)): f for (mn, n), f in out.items()}
+        for mname, mod in list(sys.modules.items()):
+            if not mname.startswith("multicta_kernels") or mod is None:
+                continue
+            for k, v in list(vars(mod).items()):
+                if id(v) in originals:
+                    setattr(mod, k, originals[id(v)])
+    return out
+
+
+# ------------------------------------------------------------------ the killers
+
+
+def _spec_with(name, params, built):
+    s = catalog.spec(name, **params)
+    key = (s.fn.fn.__module__, s.fn.fn.__name__) if hasattr(s.fn, "fn") else None
+    if key in built:
+        return dataclasses.replace(s, fn=built[key])
+    return s
+
+
+def cpu_killers(name_list, m: Mutant, built: dict, configs="all") -> tuple:
+    """(killer, detail) of the in-process killers, cheapest and strongest first, stopping at the first that fails
+    the mutant: "census" and "order" (the protocol models of the kernel, at their configurations), then for every
+    configuration the catalog lists "compile", "expect" and "init fence"; "no compile" if nothing compiles;
+    (None, "") if the mutant survives them all."""
+    cache, failed, ok = {}, [], 0
+
+    def compiled(name, params, target):
+        key = (name, json.dumps(params, sort_keys=True), target)
+        if key not in cache:
+            try:
+                cache[key] = lens.compile(_spec_with(name, params, built), target)
+            except Exception as exc:                     # the lens's one-line error, or a frontend error
+                cache[key] = f"{name} {params} {target}: {str(exc).splitlines()[0][:160]}"
+        return cache[key]
+
+    for p in models():
+        kname, params, target = p.kernel
+        if kname not in name_list:
+            continue
+        k = compiled(kname, params, target)
+        if isinstance(k, str):
+            failed.append(k)
+            continue
+        ok += 1
+        wrong = [r for r in compare(p, k.ptx) if not r[3]]
+        if wrong:
+            return "census", f"{p.name}: {wrong[0][0]} model {wrong[0][1]} PTX {wrong[0][2]}"
+        model, got = store_wait_depths(p, k.ptx)
+        if model != got:
+            return "census", f"{p.name}: store_wait depths model {sorted(model)} PTX {sorted(got)}"
+        bad = order(p, k.ptx)
+        if bad:
+            return "order", f"{p.name}: PTX line {bad[0][0]} does {' '.join(bad[0][1])}, no turn of the model does"
+    for name in name_list:
+        sets = catalog.registered()[name]
+        for params in sets if configs == "all" else sets[:configs]:
+            for target in catalog.spec(name, **params).targets:
+                k = compiled(name, params, target)
+                if isinstance(k, str):
+                    failed.append(k)
+                    continue
+                ok += 1
+                missing = [e for e in k.spec.expect if e not in k.ptx]
+                if missing:
+                    return "expect", f"{name} {params} {target}: no {missing[0]!r} in the PTX"
+                problems = lens.init_fence_problems(k.ptx)
+                if problems:
+                    return "init fence", f"{name} {params} {target}: {problems[0]}"
+    if not ok:
+        return "no compile", failed[0] if failed else "nothing to compile"
+    if failed:
+        return "compile", failed[0]
+    return None, ""
+
+
+def models() -> list:
+    """The protocol models tied to a kernel: every chapter's (``protocols.kernel_models``) and the primer's rings."""
+    return kernel_models() + [tma_ring(), ws_ring()]
+
+
+# CPU tests that read a kernel: the files that name it (broad files, which name many kernels, filtered with -k).
+_NOT_CPU = re.compile(r"_gpu\.py$|test_consan|test_rendered_book|test_slides|test_i18n|test_layers|test_mutation")
+
+
+def test_files(name_list, units) -> tuple:
+    """(files that are about the kernel, broad files that name it among many others)."""
+    words = set(name_list) | {u.rsplit(".", 1)[1] for u in units if u.endswith(("_kernel", "_partition"))}
+    own, broad = [], []
+    for path in sorted((ROOT / "tests").glob("test_*.py")):
+        if _NOT_CPU.search(path.name):
+            continue
+        text = path.read_text()
+        if not any(re.search(rf"\b{re.escape(w)}\b", text) for w in words):
+            continue
+        kernels_named = sum(1 for n in catalog.registered() if re.search(rf"\b{n}\b", text))
+        (broad if kernels_named > 6 or path.name in ("test_lens.py", "test_init_fences.py",
+                                                      "test_protocols_ptx.py") else own).append(path)
+    return own, broad
+
+
+def run_tests(m: Mutant, name_list, mutant_file: Path, timeout: int = 900) -> tuple:
+    """(killed, detail): the CPU tests that read the kernel, with the mutant patched in."""
+    own, broad = test_files(name_list, [m.unit])
+    runs = []
+    if own:
+        runs.append([str(p) for p in own])
+    if broad:
+        runs.append([str(p) for p in broad] + ["-k", " or ".join(name_list)])
+    for args in runs:
+        killed, detail = _pytest(["-m", "not book and not gpu", "-W", "ignore"] + args, mutant_file, timeout,
+                                 f"tests timed out after {timeout} s ({' '.join(Path(a).name for a in args[:3])})")
+        if killed:
+            return killed, detail
+    return False, ""
+
+
+def _pytest(args, mutant_file: Path, timeout: int, on_timeout: str) -> tuple:
+    """(killed, detail) of one pytest run with the mutant patched in: a failure, an error exit or a timeout kills."""
+    env = {**os.environ, ENV: str(mutant_file), "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "--no-header"] + args
+    try:
+        r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return True, on_timeout
+    if r.returncode == 1:
+        failed = [ln for ln in r.stdout.splitlines() if ln.startswith("FAILED")]
+        return True, (failed[0][7:] if failed else r.stdout.strip().splitlines()[-1])[:200]
+    if r.returncode not in (0, 5):
+        return True, f"pytest exit {r.returncode}: " + (r.stdout + r.stderr).strip().splitlines()[-1][:200]
+    return False, ""
+
+
+def run_gpu_tests(m: Mutant, name_list, mutant_file: Path, timeout: int = 300) -> tuple:
+    """(killed, detail): the GPU tests of the kernel's chapter with the mutant patched in (on a GPU)."""
+    words = set(name_list) | {m.unit.rsplit(".", 1)[1]} if m.unit.endswith("_kernel") else set(name_list)
+    files = [str(p) for p in sorted((ROOT / "tests").glob("test_*gpu*.py")) + [ROOT / "tests/test_hopper_matmul.py",
+                                                                                ROOT / "tests/test_clc_matmul.py",
+                                                                                ROOT / "tests/test_two_cta.py"]
+             if any(re.search(rf"\b{re.escape(w)}\b", p.read_text()) for w in words)]
+    if not files:
+        return False, "no GPU test names it"
+    return _pytest(["-m", "gpu"] + files, mutant_file, timeout,
+                   f"GPU tests timed out after {timeout} s (a hang is a kill)")
+
+
+# ------------------------------------------------------------------ the run
+
+
+def sample(all_mutants, per_kernel: int) -> list:
+    """At most ``per_kernel`` mutants per unit, spread over the operators (round robin, in catalog order)."""
+    by_unit = {}
+    for names, m in all_mutants:
+        by_unit.setdefault(m.unit, {}).setdefault(m.operator, []).append((names, m))
+    out = []
+    for ops in by_unit.values():
+        picked, lists = [], list(ops.values())
+        while len(picked) < per_kernel and any(lists):
+            for lst in lists:
+                if lst and len(picked) < per_kernel:
+                    picked.append(lst.pop(0))
+        out += picked
+    return out
+
+
+COLUMNS = ["unit", "kernels", "operator", "site", "verdict", "killer", "detail", "diff"]
+
+
+def run(names=None, per_kernel=None, tests=True, gpu=False, configs="all", log=print, shard=(0, 1),
+        span=(0, None)) -> dict:
+    todo = mutants(names)
+    if per_kernel:
+        todo = sample(todo, per_kernel)
+    todo = todo[shard[0]::shard[1]][span[0]:span[1]]
+    folder = Path(tempfile.mkdtemp(prefix="mutants_"))
+    rows, t0 = [], time.time()
+    for i, (name_list, m) in enumerate(todo):
+        t = time.time()
+        try:
+            built = build(m.unit, m.source, name_list)
+            killer, detail = cpu_killers(name_list, m, built, configs)
+        except Exception as exc:               # a mutant that does not even build (a syntax error) does not compile
+            killer, detail = "no compile", f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+        if killer is None and tests:
+            path = write_mutant(m, folder)
+            killed, detail = run_tests(m, name_list, path)
+            killer = "tests" if killed else None
+        if killer is None and gpu:
+            path = write_mutant(m, folder)
+            killed, detail = run_gpu_tests(m, name_list, path)
+            killer = "gpu tests" if killed else None
+        verdict = "not compiled" if killer == "no compile" else "killed" if killer else "survived"
+        rows.append([m.unit, m.kernel, m.operator, m.site, verdict, killer, detail, m.diff])
+        log(f"[{i + 1}/{len(todo)}] {time.time() - t:5.1f}s {verdict:12s} {killer or '':10s} {m.unit} | {m.operator}"
+            f" | {m.site[:70]}")
+    return summary(rows, time.time() - t0, per_kernel, tests, gpu, configs)
+
+
+def summary(rows, seconds, per_kernel, tests, gpu, configs) -> dict:
+    per = {}
+    for unit, kernels, op, site, verdict, killer, *_ in rows:
+        d = per.setdefault(unit, {"kernels": kernels, "mutants": 0, "compiled": 0, "killed_cpu": 0, "killed_gpu": 0,
+                                  "survived": 0})
+        d["mutants"] += 1
+        d["compiled"] += verdict != "not compiled"
+        d["killed_cpu"] += verdict == "killed" and killer != "gpu tests"
+        d["killed_gpu"] += killer == "gpu tests"
+        d["survived"] += verdict == "survived"
+    compiled = sum(d["compiled"] for d in per.values())
+    cpu = sum(d["killed_cpu"] for d in per.values())
+    return {"benchmark": "mutation_gpu" if gpu else "mutation_cpu", "date": datetime.date.today().isoformat(),
+            "method": {"timer": "wall clock of the whole run (a check, not a benchmark)",
+                       "harness": "python -m multicta_kernels.cli.mutate", "operators": list(OPERATORS),
+                       "killers": ["compile", "expect", "census", "order", "init fence", "tests"]
+                       + (["gpu tests"] if gpu else []),
+                       "sample_per_unit": per_kernel, "configurations": configs, "cpu_tests": tests, "seconds":
+                       round(seconds, 1)},
+            "totals": {"mutants": len(rows), "compiled": compiled, "killed_cpu": cpu,
+                       "killed_gpu": sum(d["killed_gpu"] for d in per.values()),
+                       "survived": sum(d["survived"] for d in per.values()),
+                       "cpu_score": round(cpu / compiled, 4) if compiled else None},
+            "per_unit": per, "ceilings": {}, "columns": COLUMNS, "rows": rows}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m multicta_kernels.cli.mutate", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--kernels", nargs="*", help="catalog names (default: every kernel)")
+    ap.add_argument("--sample", type=int, default=None, help="at most this many mutants per unit (CI)")
+    ap.add_argument("--configs", type=int, default=None, help="compile only the first N configurations per kernel")
+    ap.add_argument("--no-tests", action="store_true", help="skip the pytest killer (in-process killers only)")
+    ap.add_argument("--gpu", action="store_true", help="run the CPU survivors against the GPU tests (needs a GPU)")
+    ap.add_argument("--from", dest="source", help="rerun only the survivors recorded in this JSON: against the CPU tests,"
+                    " or with --gpu the GPU tests")
+    ap.add_argument("--recheck", action="store_true", help="with --from: the survivors against this version's "
+                    "in-process killers")
+    ap.add_argument("--budget", type=float, default=None, help="with --from: seconds after which no new test run starts")
+    ap.add_argument("--shard", default="0/1", help="I/N: every N-th mutant from the I-th (run N processes, then "
+                    "--merge their JSON)")
+    ap.add_argument("--span", default="0:", help="START:STOP: only these mutants (in catalog order)")
+    ap.add_argument("--merge", nargs="*", help="merge the JSON of shards into --out")
+    ap.add_argument("--out", default=None, help="write the result JSON here")
+    ap.add_argument("--max-survivors", type=int, default=None, help="exit 1 if more mutants than this survive")
+    a = ap.parse_args(argv)
+    if a.merge:
+        parts = [json.loads(Path(x).read_text()) for x in a.merge]
+        rows = [r for p in parts for r in p["rows"]]
+        order_of = {m.key: i for i, (_, m) in enumerate(mutants())}
+        rows.sort(key=lambda r: order_of.get(f"{r[0]} | {r[2]} | {r[3]}", 10**9))
+        m0 = parts[0]["method"]
+        res = summary(rows, max(p["method"]["seconds"] for p in parts), m0["sample_per_unit"], m0["cpu_tests"],
+                      "gpu tests" in m0["killers"], m0["configurations"])
+        res["method"]["shards"] = len(parts)
+    elif a.source:
+        res = rerun(json.loads(Path(a.source).read_text()), a.gpu, a.budget, a.recheck, a.configs or "all")
+    else:
+        i, n = (int(x) for x in a.shard.split("/"))
+        lo, hi = a.span.split(":")
+        res = run(a.kernels, a.sample, not a.no_tests, a.gpu, a.configs or "all", shard=(i, n),
+                  span=(int(lo or 0), int(hi) if hi else None))
+    res.update({"gpu": _gpu_name(), "triton": _version("triton"), "torch": _version("torch")})
+    if a.out:
+        Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.out).write_text(json.dumps(res, indent=1) + "\n")
+    t = res["totals"]
+    print(f"{t['mutants']} mutants, {t['compiled']} compile, {t['killed_cpu']} killed on the CPU, "
+          f"{t['killed_gpu']} on the GPU, {t['survived']} survive (CPU score {t['cpu_score']})")
+    for row in res["rows"]:
+        if row[4] == "survived":
+            print(f"SURVIVED {row[0]} | {row[2]} | {row[3]}\n{row[7]}")
+    return int(a.max_survivors is not None and t["survived"] > a.max_survivors)
+
+
+def rerun(previous: dict, gpu: bool, budget_s: float | None = None, recheck: bool = False, configs="all") -> dict:
+    """A recorded run with its survivors run again: against the CPU tests (``gpu=False``: the pytest killer of a run
+    made with ``--no-tests``), the GPU tests, or (``recheck``) the in-process killers of this version. Killed rows are kept as recorded. ``budget_s``: stop starting new
+    pytest runs after this many seconds (the rest stay survivors, their detail says so)."""
+    folder = Path(tempfile.mkdtemp(prefix="mutants_"))
+    rows, t0 = [], time.time()
+    col = {c: i for i, c in enumerate(previous["columns"])}
+    cat = {m.key: (names, m) for names, m in mutants()}
+    for n, row in enumerate(previous["rows"]):
+        if row[col["verdict"]] != "survived":
+            rows.append(row)
+            continue
+        key = f"{row[col['unit']]} | {row[col['operator']]} | {row[col['site']]}"
+        if key not in cat:
+            rows.append(row[:4] + ["survived", None, "mutant no longer generated", row[col["diff"]]])
+            continue
+        if budget_s is not None and time.time() - t0 > budget_s:
+            rows.append(row[:5] + [None, "tests not run (time budget)", row[col["diff"]]])
+            continue
+        names, m = cat[key]
+        if recheck:                                         # the in-process killers again (new ones since the run)
+            killer, detail = cpu_killers(names, m, build(m.unit, m.source, names), configs)
+            rows.append([m.unit, m.kernel, m.operator, m.site, "killed" if killer else "survived", killer, detail,
+                         m.diff])
+        else:
+            path = write_mutant(m, folder)
+            killed, detail = run_gpu_tests(m, names, path) if gpu else run_tests(m, names, path)
+            rows.append([m.unit, m.kernel, m.operator, m.site, "killed" if killed else "survived",
+                         ("gpu tests" if gpu else "tests") if killed else None, detail, m.diff])
+        print(f"[{n + 1}/{len(previous['rows'])}] {rows[-1][4]:9s} {rows[-1][5] or '':9s} {m.key[:110]}", flush=True)
+    method = previous.get("method", {})
+    res = summary(rows, time.time() - t0 + method.get("seconds", 0), method.get("sample_per_unit"),
+                  method.get("cpu_tests", True) if recheck else True, gpu, method.get("configurations", "all"))
+    res["method"]["reran_survivors_of"] = previous.get("benchmark"), previous.get("date")
+    return res
+
+
+def _gpu_name():
+    try:
+        import torch
+        return torch.cuda.get_device_name() if torch.cuda.is_available() else "none (CPU)"
+    except Exception:
+        return "none (CPU)"
+
+
+def _version(mod):
+    try:
+        return __import__(mod).__version__
+    except Exception:
+        return None
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,349 @@
+"""Reading PTX: instructions, censuses, excerpts, predicates, loops and how often each synchronisation runs.
+
+Text in, facts out: nothing here compiles (see :mod:`multicta_kernels.lens.compiler`).
+"""
+from __future__ import annotations
+
+import collections
+import os
+import re
+from dataclasses import dataclass
+
+from ..core import validate
+
+
+_DEBUG = re.compile(r"^\s*(\.loc\s|\.file\s|//)")
+
+
+def code(ptx: str) -> str:
+    """``ptx`` without its source locations and debug sections: no ``.loc`` or ``.file`` lines, no comments, no
+    ``.section .debug_*`` blocks. Triton's cache key ignores where a kernel's source file lies, while the PTX it
+    caches names that file, so two checkouts of the book can get each other's PTX: compare this, not the text."""
+    out, skipping = [], False
+    for line in ptx.splitlines():
+        if line.strip().startswith(".section") and ".debug" in line:
+            skipping = True
+            continue
+        if skipping:
+            if line.strip() == "}":
+                skipping = False
+            continue
+        if not _DEBUG.match(line):
+            out.append(line.split("//")[0].rstrip())
+    return "\n".join(ln for ln in out if ln)
+
+
+def same_code(a: str, b: str) -> bool:
+    """Whether two PTX texts are the same kernel: equal :func:`code`."""
+    return code(a) == code(b)
+
+
+_SKIP = re.compile(r"^\s*($|//|\.|\{|\}|\)|\(|[\w$]+:)")
+
+
+def instructions(ptx: str):
+    """Yield (line number, opcode, line) for every PTX instruction."""
+    for no, line in enumerate(ptx.splitlines(), 1):
+        if _SKIP.match(line):
+            continue
+        text = line.strip()
+        if text.startswith("@"):
+            text = text.split(None, 1)[1] if " " in text else ""
+        op = text.split(None, 1)[0].rstrip(";") if text else ""
+        if op:
+            yield no, op, line
+
+
+def census(ptx: str, patterns=None) -> dict:
+    """Count instructions: by opcode, or (with ``patterns``, a list of substrings) lines containing each substring."""
+    validate.text(ptx, "ptx")
+    if patterns is not None:
+        if isinstance(patterns, str) or not isinstance(patterns, (list, tuple, set, frozenset, dict)):
+            raise TypeError(f"patterns must be a list of substrings (e.g. [{patterns!r}] for one), "
+                            f"got {validate.shown(patterns)}" if isinstance(patterns, str) else
+                            f"patterns must be a list of substrings, got {validate.shown(patterns)}")
+        for p in patterns:
+            validate.text(p, "patterns")
+    if patterns is None:
+        return dict(collections.Counter(op for _, op, _ in instructions(ptx)).most_common())
+    counts = {p: 0 for p in patterns}
+    for _, _, line in instructions(ptx):
+        for p in patterns:
+            if p in line:
+                counts[p] += 1
+    for p in patterns:  # directives such as .reqnctapercluster are not instructions
+        if p.startswith(".") and counts[p] == 0:
+            counts[p] = sum(1 for ln in ptx.splitlines() if ln.strip().startswith(p))
+    return counts
+
+
+def cluster_exchanges(ptx: str) -> dict:
+    """The cross-CTA structure of a kernel, in program order: ``barriers`` (cluster barrier waits),
+    ``exchanges`` (a wait followed by reads of peers' shared memory) and ``sequence``, a compact trace:
+    S shared-memory stores, a cluster-barrier arrives, B waits, L ``ld.shared::cluster`` (n: a run of n)."""
+    seq = []
+    for _, op, _line in instructions(ptx):
+        mark = ("B" if op.startswith("barrier.cluster.wait") else "a" if op.startswith("barrier.cluster.arrive")
+                else "L" if op.startswith("ld.shared::cluster") else "S" if op.startswith(("st.shared", "stmatrix"))
+                else None)
+        if mark:
+            if seq and seq[-1][0] == mark:
+                seq[-1][1] += 1
+            else:
+                seq.append([mark, 1])
+    marks = [m for m, _ in seq]
+    exchanges = sum(1 for i, m in enumerate(marks) if m == "B" and i + 1 < len(marks) and marks[i + 1] == "L")
+    return {"barriers": sum(n for m, n in seq if m == "B"), "exchanges": exchanges,
+            "sequence": " ".join(m + (str(n) if n > 1 else "") for m, n in seq)}
+
+
+def excerpt(ptx: str, pattern: str, context: int = 2, max_hits: int = 2) -> str:
+    """PTX lines around the first ``max_hits`` lines containing ``pattern``, numbered."""
+    lines = ptx.splitlines()
+    hits = [i for i, ln in enumerate(lines) if pattern in ln][:max_hits]
+    if not hits:
+        return f"// no line contains {pattern!r}"
+    out, last = [], -1
+    for i in hits:
+        lo, hi = max(i - context, last + 1), min(i + context + 1, len(lines))
+        if out and lo > last + 1:
+            out.append("   ...")
+        for j in range(lo, hi):
+            mark = ">" if j == i else " "
+            out.append(f"{mark}{j + 1:5d}  {lines[j].rstrip()}")
+        last = hi - 1
+    return "\n".join(out)
+
+
+# ------------------------------------------------------------------ reading what a change did to a kernel
+
+def mbarrier_init_counts(ptx: str) -> list[int]:
+    """The count of every ``mbarrier.init`` in ``ptx``, in program order (an operand of the instruction: an
+    opcode census cannot see it). A group barrier's init runs on its leader with count x group size."""
+    return [int(n) for n in re.findall(r"mbarrier\.init\.shared(?:::cta)?\.b64 \[[^\]]+\], (\d+);", ptx)]
+
+
+_OPERAND = re.compile(r"mbarrier\.(init|arrive\.expect_tx)\S*\s.*,\s*(\d+);")
+
+
+def operand_census(ptx: str) -> collections.Counter:
+    """Instructions by opcode, with the operand a barrier protocol lives in: an ``mbarrier.init`` also by its
+    count ("... (count 4)"), an ``arrive.expect_tx`` with a constant also by its bytes ("... (24576 bytes)")."""
+    out = collections.Counter()
+    for _, op, line in instructions(ptx):
+        m = _OPERAND.search(line)
+        if m:
+            op += f" (count {m.group(2)})" if m.group(1) == "init" else f" ({m.group(2)} bytes)"
+        out[op] += 1
+    return out
+
+
+def census_changes(before: str, after: str) -> list[list]:
+    """[instruction, before, after, difference] for every entry of :func:`operand_census` whose count differs
+    between two PTX texts, in order of first appearance: what a change to a kernel did to its PTX."""
+    a, b = operand_census(before), operand_census(after)
+    return [[op, a[op], b[op], b[op] - a[op]] for op in dict.fromkeys([*a, *b]) if a[op] != b[op]]
+
+
+# ------------------------------------------------------------------ reading control flow in PTX
+
+_DEF = re.compile(r"\s*(?:@!?%p\d+\s+)?[a-z][\w.:]*\s+(%\w+)(?:\|(%\w+))?\s*,(.*);")
+
+
+def predicate_chain(ptx: str, needle: str, hit: int = 0) -> list[tuple[int, str]]:
+    """The PTX lines that compute the predicate guarding the ``hit``-th guarded line containing ``needle``,
+    followed back through every register they read: [(line number, text)], in program order."""
+    lines = ptx.splitlines()
+    guarded = [i for i, ln in enumerate(lines) if needle in ln and ln.strip().startswith("@")]
+    if hit >= len(guarded):
+        raise ValueError(f"{len(guarded)} guarded line(s) contain {needle!r}; asked for number {hit}")
+    at = guarded[hit]
+    todo, seen, chain = [(re.match(r"\s*@!?(%p\d+)", lines[at]).group(1), at)], set(), {at}
+    while todo:
+        reg, before = todo.pop()
+        if reg in seen:
+            continue
+        seen.add(reg)
+        for i in range(before - 1, -1, -1):           # the nearest definition above the use
+            m = _DEF.match(lines[i])
+            if m and reg in m.group(1, 2):
+                chain.add(i)
+                todo += [(r, i) for r in re.findall(r"%[a-z]+\d+", m.group(3))]
+                break
+    return [(i + 1, lines[i].strip()) for i in sorted(chain)]
+
+
+def issuing_ctas(chain: list[tuple[int, str]], num_ctas: int) -> list[int]:
+    """The CTAs whose ``%cluster_ctarank`` passes a guard of the form ``(rank & bits) == 0`` in a
+    :func:`predicate_chain` (``bits``: every rank bit when the rank is compared whole)."""
+    rank = next((re.search(r"(%r\d+), %cluster_ctarank;", text).group(1) for _, text in chain
+                 if "%cluster_ctarank" in text), None)
+    if rank is None:
+        raise ValueError("the chain does not read %cluster_ctarank: every CTA passes it")
+    bits = {rank: num_ctas - 1}
+    for _, text in chain:
+        if m := re.search(r"and\.b32\s+(%r\d+), " + re.escape(rank) + r", (\d+);", text):
+            bits[m.group(1)] = int(m.group(2))
+    negated = {m.group(1) for _, text in chain if (m := re.search(r"not\.pred\s+%p\d+, (%p\d+);", text))}
+    tested = []
+    for _, text in chain:                       # (rank & bits) == 0, or not ((rank & bits) != 0)
+        if m := re.search(r"setp\.(eq|ne)\.b32\s+(%p\d+), (%r\d+), 0;", text):
+            if m.group(1) == "eq" or m.group(2) in negated:
+                tested.append(m.group(3))
+    b = next((bits[r] for r in tested if r in bits), None)
+    if b is None:
+        raise ValueError("no test (rank & bits) == 0 in the chain")
+    return [c for c in range(num_ctas) if c & b == 0]
+
+
+def loop_body(ptx: str) -> str:
+    """The PTX of the kernel's main loop: from the target of its longest backward branch to the branch."""
+    lines = ptx.splitlines()
+    labels = {m.group(1): i for i, ln in enumerate(lines) if (m := re.match(r"(\$L__BB\d+_\d+):", ln))}
+    spans = [(labels[m.group(1)], i) for i, ln in enumerate(lines)
+             if (m := re.search(r"\bbra(?:\.uni)?\s+(\$L__BB\d+_\d+);", ln)) and labels.get(m.group(1), i) < i]
+    if not spans:
+        raise ValueError("the PTX has no backward branch: no loop")
+    lo, hi = max(spans, key=lambda s: s[1] - s[0])
+    return "\n".join(lines[lo:hi + 1])
+
+
+# The synchronisation a reader must see with its frequency: what the user wrote and what the compiler adds
+# (the init fence and its relaxed cluster barrier, CTA barriers from the membar pass, proxy fences).
+SYNC_OPS = ("fence.mbarrier_init", "barrier.cluster.arrive.relaxed", "barrier.cluster.arrive", "barrier.cluster.wait",
+            "fence.acq_rel.cluster", "fence.proxy.async", "bar.sync", "barrier.sync", "mbarrier.init",
+            "mbarrier.arrive", "mbarrier.try_wait", "mbarrier.inval")
+
+_LABEL = re.compile(r"(\$L__BB\d+_\d+):")
+_BRANCH = re.compile(r"\bbra(?:\.uni)?\s+(\$L__BB\d+_\d+);")
+_LOC = re.compile(r"^\s*\.loc\s+(\d+)\s+(\d+)\s+\d+(?:.*inlined_at\s+(\d+)\s+(\d+))?")
+_FILE = re.compile(r'^\s*\.file\s+(\d+)\s+"([^"]*)"(?:,\s*"([^"]*)")?')
+
+
+@dataclass(frozen=True)
+class Loop:
+    """A loop of the PTX: lines ``start`` (its header label) to ``end`` (its backward branch), 1-based, and the
+    Python source line (``file:line``) the branch comes from. ``dispatch``: the loop in which the worker warps of a
+    warp-specialised kernel wait for the default warps' next request (a jump table, ``brx.idx``): what it runs
+    for a request runs once per request, not once per turn of a loop of the kernel's."""
+    start: int
+    end: int
+    source: str
+    dispatch: bool = False
+
+    def __contains__(self, line: int) -> bool:
+        return self.start <= line <= self.end
+
+
+def loops(ptx: str) -> list[Loop]:
+    """Every loop of the kernel (a backward branch to a ``$L__BB`` label), outermost first. The spin loops inside
+    an ``mbarrier.try_wait`` (local labels in an inline block) are a wait, not a loop, and are not listed."""
+    lines = ptx.splitlines()
+    labels = {m.group(1): i for i, ln in enumerate(lines) if (m := _LABEL.match(ln))}
+    where = _source_lines(lines)
+    out = []
+    for i, ln in enumerate(lines):
+        if (m := _BRANCH.search(ln)) and labels.get(m.group(1), i) < i:
+            lo = labels[m.group(1)]
+            dispatch = any("brx.idx" in lines[j] for j in range(lo, i))
+            out.append(Loop(lo + 1, i + 1, where[i], dispatch))
+    # a dispatch loop's body holds every partition's code: only loops that do not contain a jump table
+    # of their own are "dispatch" loops, and the loops nested in a partition stay loops
+    return sorted(out, key=lambda lp: (lp.start, -lp.end))
+
+
+def _source_lines(lines: list[str]) -> list[str]:
+    """For every PTX line, the ``file:line`` of the Python source it was compiled from (the last ``.loc``; for code
+    inlined from a helper, the line that called the helper). The ``.loc`` lines inside an inline-assembly block (an
+    mbarrier wait's spin loop) do not name the kernel's lines (seen: a few lines past the wait's), so the block keeps
+    the line it was emitted for."""
+    files = {m.group(1): os.path.basename(m.group(2)) for ln in lines if (m := _FILE.match(ln))}  # at the end
+    out, here, in_asm = [], "", False
+    for ln in lines:
+        if "// begin inline asm" in ln or "// end inline asm" in ln:
+            in_asm = "begin" in ln
+        elif in_asm:
+            pass
+        elif m := _LOC.match(ln):
+            f, line = (m.group(3), m.group(4)) if m.group(3) else (m.group(1), m.group(2))
+            here = f"{files.get(f, '?')}:{line}" if line != "0" else here
+        out.append(here)
+    return out
+
+
+def schedule(ptx: str, patterns=SYNC_OPS) -> list[dict]:
+    """How often each synchronisation instruction of a kernel runs: one row per instruction line that matches one
+    of ``patterns`` (the first that matches names it), with ``line`` (1-based), ``op`` (the pattern), ``text``,
+    ``opcode`` (in full), ``source`` (the Python ``file:line`` it was compiled from: for what the compiler inserts, the line it was
+    inserted for) and ``loop``: None if it runs once per kernel (or once per partition), else the innermost
+    :class:`Loop` whose every iteration runs it. A static census counts lines; this says how often they run."""
+    lines = ptx.splitlines()
+    where = _source_lines(lines)
+    spans = loops(ptx)
+    rows = []
+    for no, opcode, text in instructions(ptx):
+        pat = next((p for p in patterns if p in text), None)
+        if pat is None:
+            continue
+        inner = [lp for lp in spans if no in lp and not lp.dispatch]
+        rows.append({"line": no, "op": pat, "opcode": opcode, "text": text.strip(), "source": where[no - 1],
+                     "loop": min(inner, key=lambda lp: lp.end - lp.start) if inner else None})
+    return rows
+
+
+def per_iteration(ptx: str, patterns=SYNC_OPS) -> dict:
+    """{op: (runs once, runs in a loop)}: :func:`schedule` summed, for every pattern that occurs."""
+    out = {}
+    for r in schedule(ptx, patterns):
+        once, looped = out.get(r["op"], (0, 0))
+        out[r["op"]] = (once + (r["loop"] is None), looped + (r["loop"] is not None))
+    return out
+
+
+def schedule_table(ptx: str, patterns=SYNC_OPS) -> list[list]:
+    """[instruction, source line, how often] rows of :func:`schedule` (the full opcode, without its type suffix),
+    consecutive repeats merged, for a chapter's "what the compiler inserts, and how often it runs" table."""
+    rows = []
+    for r in schedule(ptx, patterns):
+        how = "once" if r["loop"] is None else f"every iteration of the loop at {r['loop'].source}"
+        row = [re.sub(r"\.(b|u|s)(32|64)$", "", r["opcode"]), r["source"], how]
+        if rows and rows[-1][:3] == row:
+            rows[-1][3] += 1
+        else:
+            rows.append(row + [1])
+    return [[op, src, how if n == 1 else f"{how} ({n} sites)"] for op, src, how, n in rows]
+
+
+_BARRIER_USES = ("mbarrier.arrive", "mbarrier.try_wait", "mbarrier.test_wait", "cp.async.bulk", "tcgen05.commit",
+                 "clusterlaunchcontrol.try_cancel")
+
+
+def init_fence_problems(ptx: str) -> list[str]:
+    """What is wrong with a kernel's init fences, in words ([] if nothing): an init fence (or the relaxed cluster
+    barrier that completes it) that runs every iteration of a loop, an init fence copied into unrolled steps (one
+    source line, several fences), a barrier used before the first init fence (inline assembly is a use the
+    compiler cannot see), or an init after the last fence. ``tests/test_init_fences.py`` checks every kernel of the catalog with it."""
+    rows, want_barrier = [], False
+    for r in schedule(ptx, ("fence.mbarrier_init", "barrier.cluster.arrive.relaxed")):
+        if r["op"] == "fence.mbarrier_init":
+            rows.append(r)
+            want_barrier = True
+        elif want_barrier:                  # the relaxed barrier that completes the fence (not one of the kernel's)
+            rows.append(r)
+            want_barrier = False
+    out = [f"{r['op']} at {r['source']} runs every iteration of the loop at {r['loop'].source}"
+           for r in rows if r["loop"] is not None]
+    fences = collections.Counter(r["source"] for r in rows if r["op"] == "fence.mbarrier_init")
+    out += [f"{n} init fences from {src} (an unrolled loop)" for src, n in fences.items() if n > 1]
+    if fences:
+        first_fence = min(r["line"] for r in rows if r["op"] == "fence.mbarrier_init")
+        first_use = min((no for no, _, text in instructions(ptx) if any(u in text for u in _BARRIER_USES)),
+                        default=None)
+        if first_use is not None and first_use < first_fence:
+            out.append(f"a barrier is used at PTX line {first_use}, before the init fence at line {first_fence}")
+        last_fence = max(r["line"] for r in rows if r["op"] == "fence.mbarrier_init")
+        late = [no for no, _, text in instructions(ptx) if "mbarrier.init" in text and no > last_fence]
+        if late:
+            out.append(f"an mbarrier.init at PTX line {late[0]} comes after the last init fence (line {last_fence}): "
+                       "the fence does not order it")
+    return out

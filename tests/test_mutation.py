@@ -1,0 +1,86 @@
+"""The mutation harness (python -m multicta_kernels.cli.mutate) in CI, bounded: the recorded full run
+(results/mutation_cpu.json) is complete and honest, and a sample of its killed mutants, one per mutated function, is
+built again and killed again by the same in-process killer (a killer that went blind turns this red)."""
+import json
+from pathlib import Path
+
+import pytest
+
+from multicta_kernels import catalog
+from multicta_kernels.cli import mutate
+
+RECORD = Path(__file__).resolve().parent.parent / "results" / "mutation_cpu.json"
+IN_PROCESS = ("compile", "expect", "census", "order", "init fence")
+
+
+def _record():
+    return json.loads(RECORD.read_text())
+
+
+def test_the_record_has_its_provenance_and_every_kernel():
+    r = _record()
+    assert r["benchmark"] == "mutation_cpu" and r["date"] and r["columns"] == mutate.COLUMNS
+    assert r["method"]["operators"] == list(mutate.OPERATORS)
+    units = {row[0] for row in r["rows"]}
+    not_run = {key.split(" | ")[0] for key in r["method"].get("not_run", [])}     # said so in the record
+    missing = {m.unit for _, m in mutate.mutants()} - units - not_run   # every function the operators can mutate
+    assert not missing, f"not in the record: {sorted(missing)}; rerun python -m multicta_kernels.cli.mutate"
+    t = r["totals"]
+    assert t["compiled"] == sum(1 for row in r["rows"] if row[4] != "not compiled")
+    assert t["killed_cpu"] + t["killed_gpu"] + t["survived"] == t["compiled"]
+    assert all(row[7] for row in r["rows"] if row[4] == "survived")          # every survivor with its diff
+
+
+def _sample():
+    r = _record()
+    seen, out = set(), []
+    for row in r["rows"]:
+        if row[4] == "killed" and row[5] in IN_PROCESS and row[0] not in seen:
+            seen.add(row[0])
+            out.append(row)
+    return out
+
+
+@pytest.mark.parametrize("row", _sample() if RECORD.exists() else [], ids=lambda row: f"{row[0]}|{row[2]}")
+def test_a_recorded_kill_is_still_a_kill(row):
+    unit, kernels, operator, site = row[:4]
+    found = [(names, m) for names, m in mutate.mutants(kernels.split(",")) if m.key == f"{unit} | {operator} | {site}"]
+    assert found, f"the harness no longer makes {unit} | {operator} | {site}: rerun python -m multicta_kernels.cli.mutate"
+    names, m = found[0]
+    killer, detail = mutate.cpu_killers(names, m, mutate.build(m.unit, m.source, names), configs=1)
+    assert killer == row[5], f"recorded killed by {row[5]}, now {killer}: {detail}"
+
+
+def test_the_tile_stream_race_is_killed_on_the_cpu():
+    """Issue 25's race: tile_stream_kernel's release moved after the reload; the tie by order kills it."""
+    found = [(n, m) for n, m in mutate.mutants(["tile_stream"])
+             if m.unit.endswith("tile_stream_kernel") and m.operator == "move release" and "after the reload" in m.site]
+    assert len(found) == 1
+    names, m = found[0]
+    assert mutate.cpu_killers(names, m, mutate.build(m.unit, m.source, names), configs=1)[0] == "order"
+
+
+@pytest.mark.parametrize("kernel, unit, operator, site, killer", [
+    ("ping_pong", "ping_pong_kernel", "skip invalidate", "drop `mbarrier.invalidate(freed)`", "census"),
+    ("cluster_exchange", "exchange_kernel", "flip phase", "`acquire_wait(go, 0)` parity 0 -> (0) ^ 1", "order"),
+])
+def test_an_invalidate_and_a_constant_parity_are_tied_to_the_model(kernel, unit, operator, site, killer):
+    """The tie reads what the census of kinds could not: each mbarrier.inval against the model's invalidates, and a
+    wait's parity where the PTX holds it as a constant (a parity computed in a loop matches either)."""
+    found = [(n, m) for n, m in mutate.mutants([kernel]) if m.unit.endswith(unit) and m.operator == operator
+             and m.site == site]
+    assert len(found) == 1, [m.site for n, m in mutate.mutants([kernel]) if m.operator == operator]
+    names, m = found[0]
+    assert mutate.cpu_killers(names, m, mutate.build(m.unit, m.source, names), configs=1)[0] == killer
+
+
+def test_a_mutant_patches_every_module(tmp_path):
+    """What tests/conftest.py does with MULTICTA_MUTANT: the copy replaces the original wherever the package holds it."""
+    import subprocess
+    import sys
+    names, m = next((n, x) for n, x in mutate.mutants(["tile_stream"]) if x.unit.endswith("tile_stream_kernel"))
+    path = mutate.write_mutant(m, tmp_path)
+    code = ("import sys; from multicta_kernels import multicast, catalog; o = multicast.tile_stream_kernel; "
+            f"from multicta_kernels.cli import mutate; mutate.load({str(path)!r}); "
+            "assert multicast.tile_stream_kernel is not o and catalog.spec('tile_stream').fn is multicast.tile_stream_kernel")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parent.parent)
