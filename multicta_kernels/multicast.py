@@ -99,10 +99,13 @@ def multicast_copy_kernel(in_desc, in_ptr, out_desc, bad_ptr, MULTICAST: gl.cons
 # A count of 1 must not become a constant: the release barriers would look unused, and fail to compile.
 @gluon.jit(do_not_specialize=["TILES", "SRC_TILES"])
 def tile_stream_kernel(desc, out_ptr, TILES, SRC_TILES, MULTICAST: gl.constexpr, STAGES: gl.constexpr,
-                       RELEASE: gl.constexpr, group_all: gl.constexpr, INSTRUMENT: gl.constexpr = False):
+                       RELEASE: gl.constexpr, group_all: gl.constexpr, INSTRUMENT: gl.constexpr = False,
+                       CHECK: gl.constexpr = None, PER_CTA: gl.constexpr = None):
     """Stream TILES tiles into every CTA of the cluster through a ring of STAGES buffers; the
     cluster's CTAs all need the same tiles. MULTICAST: one load per tile, issued by CTA 0 of the
-    cluster for all of them (the compiler predicates it on the cluster rank), instead of one load per CTA."""
+    cluster for all of them (the compiler predicates it on the cluster rank), instead of one load per CTA.
+    CHECK (a register layout of 16 rows, or None): each CTA also sums every tile it reads, before releasing it, and
+    stores its sum through PER_CTA (a layout with one element per CTA: a scalar store would be made once per cluster)."""
     BR: gl.constexpr = desc.block_shape[0]
     bufs = gl.allocate_shared_memory(desc.dtype, [STAGES] + desc.block_shape, desc.layout)
     ready, empty, go = ring_barriers(STAGES, RELEASE, group_all)
@@ -113,11 +116,16 @@ def tile_stream_kernel(desc, out_ptr, TILES, SRC_TILES, MULTICAST: gl.constexpr,
         mbarrier.expect(ready.index(s), desc.nbytes_per_cta)
         tma.async_load(desc, [(first + s) % SRC_TILES * BR, 0], ready.index(s), bufs.index(s), multicast=MULTICAST)
     got = 0
+    total = 0.0
     for t in range(TILES):
         slot, phase = stage_of(t, STAGES)
         with scope("wait", INSTRUMENT):                    # timeline scopes: no code unless proton records
             mbarrier.wait(ready.index(slot), phase, deps=[bufs])
         got += 1
+        if CHECK is not None:                              # the data, not the count: read the whole tile
+            for r in gl.static_range(BR // 16):
+                part = bufs.index(slot).slice(r * 16, 16).load(CHECK).to(gl.float32)
+                total += gl.sum(gl.sum(part, axis=1), axis=0)
         if t + STAGES < TILES:
             with scope("release", INSTRUMENT):
                 release(slot, empty, go, phase, RELEASE)
@@ -126,6 +134,10 @@ def tile_stream_kernel(desc, out_ptr, TILES, SRC_TILES, MULTICAST: gl.constexpr,
                 tma.async_load(desc, [(first + t + STAGES) % SRC_TILES * BR, 0], ready.index(slot), bufs.index(slot),
                                multicast=MULTICAST)
     gl.store(out_ptr + gl.program_id(0), got)
+    if CHECK is not None:                                  # after the counts: element c is CTA c's own sum
+        mine = gl.arange(0, gl.num_ctas(), PER_CTA)
+        gl.store(out_ptr + gl.num_programs(0) + gl.program_id(0) * gl.num_ctas() + mine,
+                 gl.full([gl.num_ctas()], 0, gl.int32, PER_CTA) + total.to(gl.int32))
 
 
 @gluon.jit
@@ -424,12 +436,7 @@ def tile_stream(num_ctas: int, *, multicast: bool, release: str = "mbarrier", cl
     ``src_tiles`` tiles of 128 x 128 fp16 (8 MiB by default: it stays in L2)."""
     import torch
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-    check_cluster_size(num_ctas, low=2 if multicast else 1)
-    _check_stream(multicast, clusters, tiles, src_tiles, stages, instrument)
-    if multicast and release == "none":
-        raise ValueError("release='none' needs multicast=False: with multicast a peer's load overwrites my stage, "
-                         "so every CTA must release it first; use 'mbarrier', 'cluster' or 'relaxed'")
-    mode = release_mode(release, num_ctas, allowed=("cluster", "mbarrier", "none", "relaxed"))
+    mode = _check_stream(num_ctas, multicast, release, clusters, tiles, src_tiles, stages, instrument)
     require(CLUSTERS, "tile_stream")
     clusters = clusters or max(1, 128 // num_ctas)
     rows, cols = STREAM_TILE
@@ -444,13 +451,44 @@ def tile_stream(num_ctas: int, *, multicast: bool, release: str = "mbarrier", cl
     return launch, clusters * num_ctas * tiles * STREAM_TILE_BYTES
 
 
-def _check_stream(multicast, clusters, tiles, src_tiles, stages, instrument):
+def tile_stream_sums(num_ctas: int, *, multicast: bool, release: str = "mbarrier", clusters: int = 8, tiles: int = 64,
+                     src_tiles: int = 64, stages: int = 4):
+    """The tile stream with its data checked: each CTA sums every tile it reads (before releasing it) into its own
+    int32; returns (tiles waited for per cluster, each CTA's sum, each CTA's expected sum), as tensors. The
+    source holds small integers (fp16, exact), so every partial sum is exact in fp32 in any order: a tile
+    overwritten while a CTA still reads it gives a wrong sum, where the count alone stays right."""
+    import torch
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+    mode = _check_stream(num_ctas, multicast, release, clusters, tiles, src_tiles, stages, False)
+    require(CLUSTERS, "tile_stream_sums")
+    rows, cols = STREAM_TILE
+    src = torch.randint(-4, 5, (src_tiles * rows, cols), device="cuda").to(torch.float16)
+    desc = TensorDescriptor.from_tensor(src, list(STREAM_TILE), stream_layout(num_ctas))
+    out = torch.full((clusters * (1 + num_ctas),), -1, device="cuda", dtype=torch.int32)      # poisoned
+    check = gl.BlockedLayout([1, 8], [2, 16], [1, 1], [1, 0], cga_layout=stream_bases(num_ctas))
+    per_cta = gl.BlockedLayout([1], [32], [1], [0], cga_layout=[[1 << i] for i in range(log2(num_ctas))])
+    tile_stream_kernel[(clusters,)](desc, out, tiles, src_tiles, **stream_constexprs(num_ctas, multicast, mode, stages),
+                                    CHECK=check, PER_CTA=per_cta, num_warps=1, num_ctas=num_ctas)
+    per_tile = src.float().view(src_tiles, rows * cols).sum(1).cpu()
+    firsts = torch.arange(clusters) * 13                     # the kernel's first tile of each cluster
+    which = (firsts[:, None] + torch.arange(tiles)[None, :]) % src_tiles
+    expected = per_tile[which].sum(1).to(torch.int32).repeat_interleave(num_ctas)
+    return out[:clusters].cpu(), out[clusters:].cpu(), expected
+
+
+def _check_stream(num_ctas, multicast, release, clusters, tiles, src_tiles, stages, instrument) -> int:
+    """Every argument of a tile stream checked, before any hardware is touched; returns the release mode."""
+    check_cluster_size(num_ctas, low=2 if multicast else 1)
     validate.boolean(multicast, "multicast")
     validate.optional_count(clusters, "clusters", high=1 << 16)
     validate.count(tiles, "tiles", high=1 << 20)
     validate.count(src_tiles, "src_tiles", high=1 << 14)      # 32 KiB each: at most 512 MiB of source
     validate.count(stages, "stages", high=6)                  # 32 KiB each: at most 192 of the 227 KiB
     validate.boolean(instrument, "instrument")
+    if multicast and release == "none":
+        raise ValueError("release='none' needs multicast=False: with multicast a peer's load overwrites my stage, "
+                         "so every CTA must release it first; use 'mbarrier', 'cluster' or 'relaxed'")
+    return release_mode(release, num_ctas, allowed=("cluster", "mbarrier", "none", "relaxed"))
 
 
 STREAM_VARIANTS = {False: ("none", "relaxed", "cluster", "mbarrier"), True: ("relaxed", "cluster", "mbarrier")}
@@ -475,8 +513,8 @@ def tile_stream_spec(num_ctas: int = 4, multicast: bool = True, release: int = R
     return lens.KernelSpec("tile_stream", tile_stream_kernel,
                            {"desc": d, "out_ptr": "*i32", "TILES": "i32", "SRC_TILES": "i32", "MULTICAST": "constexpr",
                             "STAGES": "constexpr", "RELEASE": "constexpr", "group_all": "constexpr",
-                            "INSTRUMENT": "constexpr"},
-                           stream_constexprs(num_ctas, multicast, release, stages),
+                            "INSTRUMENT": "constexpr", "CHECK": "constexpr", "PER_CTA": "constexpr"},
+                           {**stream_constexprs(num_ctas, multicast, release, stages), "CHECK": None, "PER_CTA": None},
                            {"num_warps": 1, "num_ctas": num_ctas}, expect=("cp.async.bulk.tensor",))
 
 

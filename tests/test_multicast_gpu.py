@@ -40,6 +40,23 @@ def test_tile_stream_sees_every_tile(num_ctas, multicast):
             assert launch().tolist() == [tiles] * 8
 
 
+@pytest.mark.clusters
+@pytest.mark.parametrize("num_ctas, multicast, releases", [(2, True, ("cluster", "mbarrier")),
+                                                           (8, True, ("cluster", "mbarrier")),
+                                                           (16, True, ("cluster", "mbarrier")),
+                                                           (4, False, ("cluster", "mbarrier", "none"))])
+def test_tile_stream_reads_every_tile_intact(num_ctas, multicast, releases):
+    """The data, not the count: every CTA sums each tile as it reads it, before its release; a reload that lands
+    while a peer still reads (a release moved or dropped) changes that peer's sum, not the count of its waits."""
+    for release in releases:
+        for tiles in (64, 1):
+            got, sums, expected = mc.tile_stream_sums(num_ctas, multicast=multicast, release=release, tiles=tiles)
+            assert got.tolist() == [tiles] * 8, (release, tiles)
+            bad = (sums != expected).nonzero().flatten().tolist()
+            assert not bad, (f"{release}, {tiles} tiles: CTAs {bad[:8]} summed {sums[bad[:8]].tolist()}, "
+                             f"expected {expected[bad[:8]].tolist()}")
+
+
 @pytest.mark.tcgen05
 @pytest.mark.parametrize("K", [64, 128, 640])
 def test_blackwell_multicast_mma_seed_example(K):

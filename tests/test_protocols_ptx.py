@@ -199,7 +199,7 @@ def _tile_stream_with_late_release(tmp_path):
     release = ('            with scope("release", INSTRUMENT):\n'
                '                release(slot, empty, go, phase, RELEASE)\n')
     fn = lens.variant(multicast.tile_stream_kernel, folder=tmp_path, edits={
-        release: "", "    gl.store(out_ptr": release + "    gl.store(out_ptr"})
+        release: "", "    gl.store(out_ptr + gl.program_id(0), got)": release + "    gl.store(out_ptr + gl.program_id(0), got)"})
     return fn
 
 
