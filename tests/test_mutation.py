@@ -84,3 +84,24 @@ def test_a_mutant_patches_every_module(tmp_path):
             f"from multicta_kernels.cli import mutate; mutate.load({str(path)!r}); "
             "assert multicast.tile_stream_kernel is not o and catalog.spec('tile_stream').fn is multicast.tile_stream_kernel")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parent.parent)
+
+
+def test_every_survivor_says_why_a_cpu_misses_it_and_its_chapter_lists_it():
+    """A survivor's row carries the reason no CPU check saw it; each chapter's pitfalls table
+    (notebook.cpu_survivors) lists exactly the survivors of its own kernels and of the helpers they call."""
+    from multicta_kernels.cli.mutants import why_survived
+    from multicta_kernels.show import notebook
+    r = _record()
+    survivors = [row for row in r["rows"] if row[4] == "survived"]
+    assert all(row[8] == why_survived(row[0], row[2], row[3]) and row[8] for row in survivors)
+    assert all(row[8] == "" for row in r["rows"] if row[4] != "survived")
+    assert why_survived("multicta_kernels.barriers.ping_pong_kernel", "flip phase", "x").startswith("the parity")
+    assert "equivalent" in why_survived("m.k", "swap", "swap `tma.async_load(a` and `tma.async_load(b`")
+    assert why_survived("multicta_kernels.two_cta.two_cta_mma_kernel", "drop fence", "drop `x`").endswith(
+        "none has run them)")
+    listed = {ch: notebook.cpu_survivors(ch).data.count("<tr>") - 1 for ch in ("barriers", "multicast", "softmax")}
+    own = {ch: sum(1 for row in survivors if row[0].startswith(f"multicta_kernels.{ch}.")) for ch in listed}
+    ring = sum(1 for row in survivors if row[0] == "multicta_kernels.gluon.ring.release")
+    assert listed == {"barriers": own["barriers"], "multicast": own["multicast"] + ring, "softmax": own["softmax"]}
+    with pytest.raises(ValueError, match="chapter 'nope': the chapter modules with kernels are barriers"):
+        notebook.cpu_survivors("nope")

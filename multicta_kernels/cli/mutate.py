@@ -42,7 +42,7 @@ from .. import catalog, lens
 from ..protocols.agreement import compare, order, store_wait_depths
 from ..protocols.cases import kernel_models
 from ..protocols.models import tma_ring, ws_ring
-from .mutants import OPERATORS, Mutant, closure, mutants, write_mutant
+from .mutants import OPERATORS, Mutant, closure, mutants, why_survived, write_mutant
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = "MULTICTA_MUTANT"            # the mutant file tests/conftest.py patches in
@@ -277,7 +277,7 @@ def sample(all_mutants, per_kernel: int) -> list:
     return out
 
 
-COLUMNS = ["unit", "kernels", "operator", "site", "verdict", "killer", "detail", "diff"]
+COLUMNS = ["unit", "kernels", "operator", "site", "verdict", "killer", "detail", "diff", "why_cpu_missed"]
 
 
 def run(names=None, per_kernel=None, tests=True, gpu=False, configs="all", log=print, shard=(0, 1),
@@ -311,6 +311,8 @@ def run(names=None, per_kernel=None, tests=True, gpu=False, configs="all", log=p
 
 
 def summary(rows, seconds, per_kernel, tests, gpu, configs) -> dict:
+    """The record of a run: totals, per unit, and every row; a survivor's row says why no CPU check saw it."""
+    rows = [r[:8] + [why_survived(r[0], r[2], r[3]) if r[4] == "survived" else ""] for r in rows]
     per = {}
     for unit, kernels, op, site, verdict, killer, *_ in rows:
         d = per.setdefault(unit, {"kernels": kernels, "mutants": 0, "compiled": 0, "killed_cpu": 0, "killed_gpu": 0,

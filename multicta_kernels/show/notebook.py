@@ -173,3 +173,35 @@ def refusals(cases: dict, errors=(ValueError, TypeError)) -> list:
         else:
             raise AssertionError(f"{name} was accepted")
     return out
+
+
+def cpu_survivors(chapter: str, record: str = "mutation_cpu.json"):
+    """The mutants of one chapter's kernels that no CPU check killed, from the recorded mutation run
+    (``results/mutation_cpu.json``, ``python -m multicta_kernels.cli.mutate``), each with why a CPU misses it.
+    ``chapter``: the chapter module's name ("barriers", "multicast", ...); a shared helper's survivors are listed in
+    every chapter whose kernels call it."""
+    from .. import catalog
+    from ..results import store
+    modules = {}
+    for name in catalog.registered():
+        fn = catalog.spec(name).fn
+        modules[name] = getattr(getattr(fn, "fn", fn), "__module__", "").rsplit(".", 1)[-1]
+    chapters = sorted(set(modules.values()))
+    if chapter not in chapters:
+        raise ValueError(f"chapter {chapter!r}: the chapter modules with kernels are {', '.join(chapters)}")
+    rows, compiled = [], 0
+    for r in store.records(store.load(record)):
+        unit_module = r["unit"].split(".")[1]
+        mine = unit_module == chapter if unit_module in chapters else any(
+            modules.get(k) == chapter for k in r["kernels"].split(","))
+        compiled += mine and r["verdict"] != "not compiled"
+        if mine and r["verdict"] == "survived":
+            site = r["site"] if len(r["site"]) <= 70 else r["site"][:67] + "..."
+            rows.append((r["unit"].rsplit(".", 1)[1], r["operator"], site, r["why_cpu_missed"]))
+    if not rows:
+        from IPython.display import HTML
+        name = html.escape(chapter)
+        return HTML(f"<p>The mutation operators find nothing to break in {name}'s kernels (no barrier operations).</p>"
+                    if not compiled else f"<p>{compiled} compiled mutants of {name}'s kernels, every one killed on a "
+                    "CPU.</p>")
+    return table(rows, ("function", "operator", "mutation", "why no CPU check sees it"))
