@@ -104,6 +104,7 @@ def tile_stream_kernel(desc, out_ptr, TILES, SRC_TILES, MULTICAST: gl.constexpr,
     """Stream TILES tiles into every CTA of the cluster through a ring of STAGES buffers; the
     cluster's CTAs all need the same tiles. MULTICAST: one load per tile, issued by CTA 0 of the
     cluster for all of them (the compiler predicates it on the cluster rank), instead of one load per CTA.
+
     CHECK (a register layout of 16 rows, or None): each CTA also sums every tile it reads, before releasing it, and
     stores its sum through PER_CTA (a layout with one element per CTA: a scalar store would be made once per cluster)."""
     BR: gl.constexpr = desc.block_shape[0]
@@ -136,8 +137,9 @@ def tile_stream_kernel(desc, out_ptr, TILES, SRC_TILES, MULTICAST: gl.constexpr,
     gl.store(out_ptr + gl.program_id(0), got)
     if CHECK is not None:                                  # after the counts: element c is CTA c's own sum
         mine = gl.arange(0, gl.num_ctas(), PER_CTA)
-        gl.store(out_ptr + gl.num_programs(0) + gl.program_id(0) * gl.num_ctas() + mine,
-                 gl.full([gl.num_ctas()], 0, gl.int32, PER_CTA) + total.to(gl.int32))
+        sums = out_ptr + gl.num_programs(0) + gl.program_id(0) * gl.num_ctas()
+        value = gl.full([gl.num_ctas()], 0, gl.int32, PER_CTA) + total.to(gl.int32)
+        gl.store(sums + mine, value)
 
 
 @gluon.jit
