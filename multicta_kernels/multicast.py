@@ -253,6 +253,13 @@ def stream_layout(num_ctas: int):
     return nvmma_layout(list(STREAM_TILE), gl.float16, stream_bases(num_ctas))
 
 
+def stream_check_layouts(num_ctas: int) -> dict:
+    """The tile stream's CHECK path: 16-row slices of the tile read by every CTA (the stream's zero bases), and
+    one element per CTA for its sum."""
+    return dict(CHECK=gl.BlockedLayout([1, 8], [2, 16], [1, 1], [1, 0], cga_layout=stream_bases(num_ctas)),
+                PER_CTA=gl.BlockedLayout([1], [32], [1], [0], cga_layout=[[1 << i] for i in range(log2(num_ctas))]))
+
+
 def stream_constexprs(num_ctas: int, multicast: bool, release: int, stages: int, instrument: bool = False) -> dict:
     validate.cluster_size(num_ctas)
     validate.boolean(multicast, "multicast")
@@ -467,10 +474,8 @@ def tile_stream_sums(num_ctas: int, *, multicast: bool, release: str = "mbarrier
     src = torch.randint(-4, 5, (src_tiles * rows, cols), device="cuda").to(torch.float16)
     desc = TensorDescriptor.from_tensor(src, list(STREAM_TILE), stream_layout(num_ctas))
     out = torch.full((clusters * (1 + num_ctas),), -1, device="cuda", dtype=torch.int32)      # poisoned
-    check = gl.BlockedLayout([1, 8], [2, 16], [1, 1], [1, 0], cga_layout=stream_bases(num_ctas))
-    per_cta = gl.BlockedLayout([1], [32], [1], [0], cga_layout=[[1 << i] for i in range(log2(num_ctas))])
     tile_stream_kernel[(clusters,)](desc, out, tiles, src_tiles, **stream_constexprs(num_ctas, multicast, mode, stages),
-                                    CHECK=check, PER_CTA=per_cta, num_warps=1, num_ctas=num_ctas)
+                                    **stream_check_layouts(num_ctas), num_warps=1, num_ctas=num_ctas)
     per_tile = src.float().view(src_tiles, rows * cols).sum(1).cpu()
     firsts = torch.arange(clusters) * 13                     # the kernel's first tile of each cluster
     which = (firsts[:, None] + torch.arange(tiles)[None, :]) % src_tiles

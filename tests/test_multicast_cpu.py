@@ -141,3 +141,20 @@ def test_relaxed_release_is_a_per_tile_rendezvous_that_orders_no_reads():
         assert lens.per_iteration(ptx, ("barrier.cluster.arrive.relaxed",)) == \
             {"barrier.cluster.arrive.relaxed": (once, 1)}
         assert "ld.shared" not in lens.loop_body(ptx)
+
+
+@pytest.mark.parametrize("num_ctas, multicast", [(2, True), (16, True), (4, False)])
+def test_the_checked_tile_stream_adds_only_the_reads_and_their_proxy_fence(num_ctas, multicast):
+    """tile_stream_sums' CHECK path, read in the PTX: per iteration it adds the slot's reads and one
+    fence.proxy.async (Triton orders the generic reads before the async proxy's reload of the slot); every
+    barrier, init fence and cluster barrier runs as often as in the plain kernel (none per iteration)."""
+    import dataclasses
+    from multicta_kernels import lens
+    from multicta_kernels.lens.ptx import per_iteration
+    plain = mc.tile_stream_spec(num_ctas=num_ctas, multicast=multicast, release=1)
+    checked = dataclasses.replace(plain, constexprs={**plain.constexprs, **mc.stream_check_layouts(num_ctas)})
+    a, b = (lens.compile(s, "sm_90a").ptx for s in (plain, checked))
+    runs_a, runs_b = per_iteration(a), per_iteration(b)
+    assert runs_b.pop("fence.proxy.async") == (0, 1) and "fence.proxy.async" not in runs_a
+    assert runs_b == runs_a and runs_a["fence.mbarrier_init"] == (1, 0)
+    assert lens.census(b, ["ld.shared"])["ld.shared"] == 64 and lens.census(a, ["ld.shared"])["ld.shared"] == 0

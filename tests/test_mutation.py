@@ -105,3 +105,11 @@ def test_every_survivor_says_why_a_cpu_misses_it_and_its_chapter_lists_it():
     assert listed == {"barriers": own["barriers"], "multicast": own["multicast"] + ring, "softmax": own["softmax"]}
     with pytest.raises(ValueError, match="chapter 'nope': the chapter modules with kernels are barriers"):
         notebook.cpu_survivors("nope")
+
+
+def test_a_gpu_rerun_spends_no_device_time_on_kernels_the_gpu_cannot_run():
+    from multicta_kernels.core import hardware
+    with hardware.pretend((9, 0), "NVIDIA H200", 132):
+        assert [mutate.runs_here([k]) for k in ("clc_matmul", "hopper_matmul", "softmax")] == [False, True, True]
+    with hardware.pretend((10, 0), "NVIDIA B200", 148):
+        assert [mutate.runs_here([k]) for k in ("clc_matmul", "hopper_matmul", "softmax")] == [True, False, True]

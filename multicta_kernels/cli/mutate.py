@@ -39,6 +39,7 @@ import types
 from pathlib import Path
 
 from .. import catalog, lens
+from ..core import hardware
 from ..protocols.agreement import compare, order, store_wait_depths
 from ..protocols.cases import kernel_models
 from ..protocols.models import tma_ring, ws_ring
@@ -236,13 +237,9 @@ def _pytest(args, mutant_file: Path, timeout: int, on_timeout: str) -> tuple:
 def runs_here(name_list) -> bool:
     """Whether this GPU runs any of these catalog kernels: a kernel whose spec targets only sm_100a (tcgen05) has
     GPU tests that skip on a Hopper, so running them would only spend device time."""
-    try:
-        import torch
-        major = torch.cuda.get_device_capability()[0] if torch.cuda.is_available() else 0
-    except Exception:
-        major = 0
-    here = "sm_100a" if major == 10 else "sm_90a" if major == 9 else None
-    return here is not None and any(here in catalog.spec(n).targets for n in name_list)
+    dev = hardware.device()
+    needs = {"sm_90a": hardware.WGMMA, "sm_100a": hardware.TCGEN05}      # what each lens target runs on
+    return any(dev.has(needs[t]) for n in name_list for t in catalog.spec(n).targets)
 
 
 def run_gpu_tests(m: Mutant, name_list, mutant_file: Path, timeout: int = 300) -> tuple:
