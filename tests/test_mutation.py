@@ -10,7 +10,7 @@ from multicta_kernels import catalog
 from multicta_kernels.cli import mutate
 
 RECORD = Path(__file__).resolve().parent.parent / "results" / "mutation_cpu.json"
-IN_PROCESS = ("compile", "expect", "census", "order", "init fence")
+IN_PROCESS = ("compile", "expect", "census", "order", "program", "init fence")
 
 
 def _record():
@@ -27,7 +27,9 @@ def test_the_record_has_its_provenance_and_every_kernel():
     assert not missing, f"not in the record: {sorted(missing)}; rerun python -m multicta_kernels.cli.mutate"
     t = r["totals"]
     assert t["compiled"] == sum(1 for row in r["rows"] if row[4] != "not compiled")
-    assert t["killed_cpu"] + t["killed_gpu"] + t["survived"] == t["compiled"]
+    assert t["killed_cpu"] + t["killed_gpu"] + t["survived"] + t["equivalent"] == t["compiled"]
+    assert t["equivalent"] == sum(1 for row in r["rows"] if row[4] == "equivalent")
+    assert all(row[5] == mutate.SAME for row in r["rows"] if row[4] == "equivalent")
     assert all(row[7] for row in r["rows"] if row[4] == "survived")          # every survivor with its diff
 
 
@@ -95,7 +97,8 @@ def test_every_survivor_says_why_a_cpu_misses_it_and_its_chapter_lists_it():
     survivors = [row for row in r["rows"] if row[4] == "survived"]
     assert all(row[8] == why_survived(row[0], row[2], row[3]) and row[8] for row in survivors)
     assert all(row[8] == "" for row in r["rows"] if row[4] != "survived")
-    assert why_survived("multicta_kernels.barriers.ping_pong_kernel", "flip phase", "x").startswith("the parity")
+    assert why_survived("multicta_kernels.barriers.ping_pong_kernel", "flip phase", "x").startswith("the program runs")
+    assert why_survived("m.k", "drop fence", "drop `sync_inits()`").startswith("equivalent in behaviour")
     assert "equivalent" in why_survived("m.k", "swap", "swap `tma.async_load(a` and `tma.async_load(b`")
     assert why_survived("multicta_kernels.two_cta.two_cta_mma_kernel", "drop fence", "drop `x`").endswith(
         "none has run them)")
@@ -105,6 +108,39 @@ def test_every_survivor_says_why_a_cpu_misses_it_and_its_chapter_lists_it():
     assert listed == {"barriers": own["barriers"], "multicast": own["multicast"] + ring, "softmax": own["softmax"]}
     with pytest.raises(ValueError, match="chapter 'nope': the chapter modules with kernels are barriers"):
         notebook.cpu_survivors("nope")
+
+
+def test_a_mutant_whose_ptx_is_the_kernels_is_equivalent():
+    """Swapping two loads onto one barrier: the compiler emits the same instructions in every configuration, so no
+    test could ever tell the mutant from the kernel; it is recorded as equivalent and left out of the score."""
+    r = _record()
+    same = [row for row in r["rows"] if row[4] == "equivalent"]
+    assert same and all("equals the kernel's" in row[6] for row in same)
+    row = same[0]
+    names, m = next((n, x) for n, x in mutate.mutants(row[1].split(",")) if x.key == f"{row[0]} | {row[2]} | {row[3]}")
+    assert mutate.cpu_killers(names, m, mutate.build(m.unit, m.source, names))[0] == mutate.SAME
+
+
+def test_a_pytest_that_cannot_run_is_no_kill(tmp_path):
+    """pytest's own errors (exit 2 to 4: a usage or internal error, an import failing in conftest) are not a
+    failing test: the harness refuses to record them as a kill (the H200's first GPU rerun counted them)."""
+    names, m = next((n, x) for n, x in mutate.mutants(["tile_stream"]) if x.unit.endswith("tile_stream_kernel"))
+    path = mutate.write_mutant(m, tmp_path)
+    with pytest.raises(mutate.HarnessError, match="pytest exit 4"):
+        mutate._pytest(["--no-such-option"], path, 120, "")
+
+
+def test_the_gpu_record_reruns_every_cpu_survivor():
+    """results/h200/mutation_gpu.json: every CPU survivor of the record, run against its chapter's GPU tests on the
+    H200 or said not run (a kernel that needs tcgen05)."""
+    gpu = json.loads((RECORD.parent / "h200" / "mutation_gpu.json").read_text())
+    cpu = {tuple(row[:4]) for row in _record()["rows"] if row[4] == "survived"}
+    ran = {tuple(row[:4]): row for row in gpu["rows"] if tuple(row[:4]) in cpu}
+    assert set(ran) == cpu and gpu["gpu"] == "NVIDIA H200"
+    for key, row in ran.items():
+        assert row[4] in ("killed", "survived") and (row[5] == "gpu tests" or row[4] == "survived")
+        if row[4] == "survived" and row[6]:
+            assert row[6].startswith(("not run: its kernels", "GPU tests passed")), row[6]
 
 
 def test_a_gpu_rerun_spends_no_device_time_on_kernels_the_gpu_cannot_run():

@@ -14,6 +14,9 @@ CPU's killers, cheapest first, until one fails it:
 ``expect``       the spec's own expectations (substrings the PTX must hold)
 ``census``       :func:`protocols.compare`: the model's code sites and init counts against the PTX
 ``order``        :func:`protocols.order`: the model's operations in the PTX's order, loop turn by loop turn
+``program``      :func:`protocols.program.tie`: the kernel's Python run on the CPU, CTA 0's barrier operations, parities
+                 and shared-memory reads and writes, op for op against the model (what a parity held in a register
+                 or an order across loop turns hides from the PTX ties)
 ``init fence``   :func:`lens.init_fence_problems`: no init fence per iteration, none after a barrier's first use
 ``tests``        the CPU tests that read the kernel, run by pytest with the mutant patched into every module of
                  the package (``MULTICTA_MUTANT=file``: ``tests/conftest.py`` loads it at session start)
@@ -40,6 +43,7 @@ from pathlib import Path
 
 from .. import catalog, lens
 from ..core import hardware
+from ..protocols import program
 from ..protocols.agreement import compare, order, store_wait_depths
 from ..protocols.cases import kernel_models
 from ..protocols.models import tma_ring, ws_ring
@@ -126,10 +130,11 @@ def cpu_killers(name_list, m: Mutant, built: dict, configs="all") -> tuple:
     the mutant: "census" and "order" (the protocol models of the kernel, at their configurations), then for every
     configuration the catalog lists "compile", "expect" and "init fence"; "no compile" if nothing compiles;
     (None, "") if the mutant survives them all."""
-    cache, failed, ok = {}, [], 0
+    cache, failed, ok, origin = {}, [], 0, {}
 
     def compiled(name, params, target):
         key = (name, json.dumps(params, sort_keys=True), target)
+        origin[key] = (name, params, target)
         if key not in cache:
             try:
                 cache[key] = lens.compile(_spec_with(name, params, built), target)
@@ -155,6 +160,14 @@ def cpu_killers(name_list, m: Mutant, built: dict, configs="all") -> tuple:
         bad = order(p, k.ptx)
         if bad:
             return "order", f"{p.name}: PTX line {bad[0][0]} does {' '.join(bad[0][1])}, no turn of the model does"
+        if p.runtime is not None:
+            try:
+                diff = program.tie(p, fn=_spec_with(kname, params, built).fn)
+            except Exception:                  # a program the trace cannot follow is no verdict: the tests decide
+                diff = []
+            if diff:
+                cta, part, what = diff[0]
+                return "program", f"{p.name}: CTA {cta} {part}, {what}"
     for name in name_list:
         sets = catalog.registered()[name]
         for params in sets if configs == "all" else sets[:configs]:
@@ -174,7 +187,14 @@ def cpu_killers(name_list, m: Mutant, built: dict, configs="all") -> tuple:
         return "no compile", failed[0] if failed else "nothing to compile"
     if failed:
         return "compile", failed[0]
+    same = [lens.same_code(k.ptx, catalog.compile(name, target, **params).ptx)
+            for (name, params, target), k in ((origin[key], k) for key, k in cache.items()) if not isinstance(k, str)]
+    if same and all(same):
+        return SAME, f"the PTX of all {len(same)} configurations compiled equals the kernel's (locations aside)"
     return None, ""
+
+
+SAME = "same code"         # a mutant that compiles to the kernel's very PTX everywhere: equivalent, no test can kill it
 
 
 def models() -> list:
@@ -220,7 +240,8 @@ def run_tests(m: Mutant, name_list, mutant_file: Path, timeout: int = 900) -> tu
 
 def _pytest(args, mutant_file: Path, timeout: int, on_timeout: str) -> tuple:
     """(killed, detail) of one pytest run with the mutant patched in: a failure, an error exit or a timeout kills."""
-    env = {**os.environ, ENV: str(mutant_file), "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, ENV: str(mutant_file),          # the repository first, then what this Python was given
+           "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
     cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "--no-header"] + args
     try:
         r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
@@ -229,9 +250,17 @@ def _pytest(args, mutant_file: Path, timeout: int, on_timeout: str) -> tuple:
     if r.returncode == 1:
         failed = [ln for ln in r.stdout.splitlines() if ln.startswith("FAILED")]
         return True, (failed[0][7:] if failed else r.stdout.strip().splitlines()[-1])[:200]
-    if r.returncode not in (0, 5):
-        return True, f"pytest exit {r.returncode}: " + (r.stdout + r.stderr).strip().splitlines()[-1][:200]
-    return False, ""
+    if r.returncode < 0:                                  # the test process died (an abort, a fault): a kill
+        return True, f"the tests died with signal {-r.returncode}"
+    if r.returncode not in (0, 5):                        # 2-4: interrupted, internal or usage error: no verdict
+        last = (r.stdout + r.stderr).strip().splitlines()[-1:] or [""]
+        raise HarnessError(f"pytest exit {r.returncode} ({' '.join(args[-3:])[:80]}): {last[0][:200]}")
+    summary = [ln for ln in r.stdout.strip().splitlines() if " passed" in ln or " skipped" in ln or "no tests" in ln]
+    return False, re.sub(r"\s+in [\d.]+s.*$", "", summary[-1].strip("= ")) if summary else ""
+
+
+class HarnessError(RuntimeError):
+    """The tests could not run (pytest's own error, not a failing test): nothing is recorded as killed."""
 
 
 def runs_here(name_list) -> bool:
@@ -245,14 +274,17 @@ def runs_here(name_list) -> bool:
 def run_gpu_tests(m: Mutant, name_list, mutant_file: Path, timeout: int = 300) -> tuple:
     """(killed, detail): the GPU tests of the kernel's chapter with the mutant patched in (on a GPU)."""
     words = set(name_list) | {m.unit.rsplit(".", 1)[1]} if m.unit.endswith("_kernel") else set(name_list)
+    chapters = {catalog.spec(n).fn.fn.__module__.rsplit(".", 1)[-1] for n in name_list}   # e.g. softmax, barriers
     files = [str(p) for p in sorted((ROOT / "tests").glob("test_*gpu*.py")) + [ROOT / "tests/test_hopper_matmul.py",
                                                                                 ROOT / "tests/test_clc_matmul.py",
                                                                                 ROOT / "tests/test_two_cta.py"]
-             if any(re.search(rf"\b{re.escape(w)}\b", p.read_text()) for w in words)]
+             if any(re.search(rf"\b{re.escape(w)}\b", p.read_text()) for w in words)
+             or any(p.name in (f"test_{c}_gpu.py", f"test_{c}.py") for c in chapters)]
     if not files:
         return False, "no GPU test names it"
-    return _pytest(["-m", "gpu"] + files, mutant_file, timeout,
-                   f"GPU tests timed out after {timeout} s (a hang is a kill)")
+    killed, detail = _pytest(["-m", "gpu"] + files, mutant_file, timeout,
+                             f"GPU tests timed out after {timeout} s (a hang is a kill)")
+    return killed, detail if killed else f"GPU tests passed: {detail} ({', '.join(Path(f).name for f in files)})"
 
 
 # ------------------------------------------------------------------ the run
@@ -300,11 +332,15 @@ def run(names=None, per_kernel=None, tests=True, gpu=False, configs="all", log=p
             path = write_mutant(m, folder)
             killed, detail = run_gpu_tests(m, name_list, path)
             killer = "gpu tests" if killed else None
-        verdict = "not compiled" if killer == "no compile" else "killed" if killer else "survived"
+        verdict = _verdict(killer)
         rows.append([m.unit, m.kernel, m.operator, m.site, verdict, killer, detail, m.diff])
         log(f"[{i + 1}/{len(todo)}] {time.time() - t:5.1f}s {verdict:12s} {killer or '':10s} {m.unit} | {m.operator}"
             f" | {m.site[:70]}")
     return summary(rows, time.time() - t0, per_kernel, tests, gpu, configs)
+
+
+def _verdict(killer) -> str:
+    return {"no compile": "not compiled", SAME: "equivalent", None: "survived"}.get(killer, "killed")
 
 
 def summary(rows, seconds, per_kernel, tests, gpu, configs) -> dict:
@@ -312,26 +348,28 @@ def summary(rows, seconds, per_kernel, tests, gpu, configs) -> dict:
     rows = [r[:8] + [why_survived(r[0], r[2], r[3]) if r[4] == "survived" else ""] for r in rows]
     per = {}
     for unit, kernels, op, site, verdict, killer, *_ in rows:
-        d = per.setdefault(unit, {"kernels": kernels, "mutants": 0, "compiled": 0, "killed_cpu": 0, "killed_gpu": 0,
-                                  "survived": 0})
+        d = per.setdefault(unit, {"kernels": kernels, "mutants": 0, "compiled": 0, "equivalent": 0, "killed_cpu": 0,
+                                  "killed_gpu": 0, "survived": 0})
         d["mutants"] += 1
         d["compiled"] += verdict != "not compiled"
+        d["equivalent"] += verdict == "equivalent"
         d["killed_cpu"] += verdict == "killed" and killer != "gpu tests"
         d["killed_gpu"] += killer == "gpu tests"
         d["survived"] += verdict == "survived"
     compiled = sum(d["compiled"] for d in per.values())
+    equivalent = sum(d["equivalent"] for d in per.values())
     cpu = sum(d["killed_cpu"] for d in per.values())
     return {"benchmark": "mutation_gpu" if gpu else "mutation_cpu", "date": datetime.date.today().isoformat(),
             "method": {"timer": "wall clock of the whole run (a check, not a benchmark)",
                        "harness": "python -m multicta_kernels.cli.mutate", "operators": list(OPERATORS),
-                       "killers": ["compile", "expect", "census", "order", "init fence", "tests"]
+                       "killers": ["compile", "expect", "census", "order", "program", "init fence", "tests"]
                        + (["gpu tests"] if gpu else []),
                        "sample_per_unit": per_kernel, "configurations": configs, "cpu_tests": tests, "seconds":
                        round(seconds, 1)},
-            "totals": {"mutants": len(rows), "compiled": compiled, "killed_cpu": cpu,
+            "totals": {"mutants": len(rows), "compiled": compiled, "equivalent": equivalent, "killed_cpu": cpu,
                        "killed_gpu": sum(d["killed_gpu"] for d in per.values()),
                        "survived": sum(d["survived"] for d in per.values()),
-                       "cpu_score": round(cpu / compiled, 4) if compiled else None},
+                       "cpu_score": round(cpu / (compiled - equivalent), 4) if compiled > equivalent else None},
             "per_unit": per, "ceilings": {}, "columns": COLUMNS, "rows": rows}
 
 
@@ -346,6 +384,7 @@ def main(argv=None) -> int:
                     " or with --gpu the GPU tests")
     ap.add_argument("--recheck", action="store_true", help="with --from: the survivors against this version's "
                     "in-process killers")
+    ap.add_argument("--jobs", type=int, default=1, help="with --from: test runs at once (each a pytest process)")
     ap.add_argument("--budget", type=float, default=None, help="with --from: seconds after which no new test run starts")
     ap.add_argument("--shard", default="0/1", help="I/N: every N-th mutant from the I-th (run N processes, then "
                     "--merge their JSON)")
@@ -364,7 +403,7 @@ def main(argv=None) -> int:
                       "gpu tests" in m0["killers"], m0["configurations"])
         res["method"]["shards"] = len(parts)
     elif a.source:
-        res = rerun(json.loads(Path(a.source).read_text()), a.gpu, a.budget, a.recheck, a.configs or "all")
+        res = rerun(json.loads(Path(a.source).read_text()), a.gpu, a.budget, a.recheck, a.configs or "all", a.jobs)
     else:
         i, n = (int(x) for x in a.shard.split("/"))
         lo, hi = a.span.split(":")
@@ -383,12 +422,13 @@ def main(argv=None) -> int:
     return int(a.max_survivors is not None and t["survived"] > a.max_survivors)
 
 
-def rerun(previous: dict, gpu: bool, budget_s: float | None = None, recheck: bool = False, configs="all") -> dict:
+def rerun(previous: dict, gpu: bool, budget_s: float | None = None, recheck: bool = False, configs="all",
+          jobs: int = 1) -> dict:
     """A recorded run with its survivors run again: against the CPU tests (``gpu=False``: the pytest killer of a run
     made with ``--no-tests``), the GPU tests, or (``recheck``) the in-process killers of this version. Killed rows are kept as recorded. ``budget_s``: stop starting new
     pytest runs after this many seconds (the rest stay survivors, their detail says so)."""
     folder = Path(tempfile.mkdtemp(prefix="mutants_"))
-    rows, t0 = [], time.time()
+    rows, t0, pending = [], time.time(), []
     col = {c: i for i, c in enumerate(previous["columns"])}
     cat = {m.key: (names, m) for names, m in mutants()}
     for n, row in enumerate(previous["rows"]):
@@ -399,24 +439,37 @@ def rerun(previous: dict, gpu: bool, budget_s: float | None = None, recheck: boo
         if key not in cat:
             rows.append(row[:4] + ["survived", None, "mutant no longer generated", row[col["diff"]]])
             continue
-        if budget_s is not None and time.time() - t0 > budget_s:
+        if recheck and budget_s is not None and time.time() - t0 > budget_s:
             rows.append(row[:5] + [None, "tests not run (time budget)", row[col["diff"]]])
             continue
         names, m = cat[key]
         if recheck:                                         # the in-process killers again (new ones since the run)
             killer, detail = cpu_killers(names, m, build(m.unit, m.source, names), configs)
-            rows.append([m.unit, m.kernel, m.operator, m.site, "killed" if killer else "survived", killer, detail,
-                         m.diff])
+            rows.append([m.unit, m.kernel, m.operator, m.site, _verdict(killer), killer, detail, m.diff])
         else:
             if gpu and not runs_here(names):
                 rows.append(row[:5] + [None, f"not run: its kernels ({', '.join(names)}) do not run on this GPU",
                                        row[col["diff"]]])
                 continue
-            path = write_mutant(m, folder)
-            killed, detail = run_gpu_tests(m, names, path) if gpu else run_tests(m, names, path)
-            rows.append([m.unit, m.kernel, m.operator, m.site, "killed" if killed else "survived",
-                         ("gpu tests" if gpu else "tests") if killed else None, detail, m.diff])
+            rows.append(None)                               # filled below: the test runs, ``jobs`` at a time
+            pending.append((len(rows) - 1, names, m, write_mutant(m, folder)))
+            continue
         print(f"[{n + 1}/{len(previous['rows'])}] {rows[-1][4]:9s} {rows[-1][5] or '':9s} {m.key[:110]}", flush=True)
+
+    def test(job):
+        i, names, m, path = job
+        if budget_s is not None and time.time() - t0 > budget_s:
+            return i, [m.unit, m.kernel, m.operator, m.site, "survived", None, "tests not run (time budget)", m.diff]
+        killed, detail = run_gpu_tests(m, names, path) if gpu else run_tests(m, names, path)
+        return i, [m.unit, m.kernel, m.operator, m.site, "killed" if killed else "survived",
+                   ("gpu tests" if gpu else "tests") if killed else None, detail, m.diff]
+
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(max(1, jobs)) as pool:          # each job is a pytest process of its own
+        for i, row in pool.map(test, pending):
+            rows[i] = row
+            print(f"[{i + 1}/{len(previous['rows'])}] {row[4]:9s} {row[5] or '':9s} {row[0]} | {row[2]} | "
+                  f"{row[3][:60]}", flush=True)
     method = previous.get("method", {})
     res = summary(rows, time.time() - t0 + method.get("seconds", 0), method.get("sample_per_unit"),
                   method.get("cpu_tests", True) if recheck else True, gpu, method.get("configurations", "all"))

@@ -64,7 +64,7 @@ published: the kernels add the cluster-scope fences 3.9 needs for that).
 models), ``agreement`` (:func:`compare` and :func:`allocation`: model and PTX agree) and ``cases`` (:data:`CASES`,
 :func:`check_book`). The names most used are here at the top.
 """
-from . import models
+from . import models, program
 from .agreement import (CENSUS, allocation, compare, model_sequences, order, ptx_census, ptx_segments, sites,
                         store_wait_depths, try_waits)
 from .cases import CASES, Case, check_book, kernel_models
@@ -73,6 +73,6 @@ from .language import HEADER, INVALID, Barrier, Op, Protocol, Thread, all_ctas, 
 from .models import ALIASES, kernel_depths
 from .semantics import Model, op_text
 
-__all__ = ["models", "CENSUS", "allocation", "compare", "model_sequences", "order", "ptx_census", "ptx_segments", "sites", "store_wait_depths", "try_waits", "CASES", "Case", "check_book",
+__all__ = ["models", "program", "CENSUS", "allocation", "compare", "model_sequences", "order", "ptx_census", "ptx_segments", "sites", "store_wait_depths", "try_waits", "CASES", "Case", "check_book",
            "kernel_models", "Result", "check", "simulate", "trace_rows", "HEADER", "INVALID", "Barrier", "Op", "Protocol",
            "Thread", "all_ctas", "commit_count", "commit_targets", "ALIASES", "kernel_depths", "Model", "op_text"]

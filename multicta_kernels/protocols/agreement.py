@@ -171,25 +171,32 @@ _ORDER_KIND = {"arrive": "arrive", "expect": "expect", "wait": "wait", "mma": "c
                "cluster_arrive": "cluster_barrier", "invalidate": "invalidate", "st_async": "st_async"}
 
 
-def model_sequences(protocol: Protocol, cta: int = 0) -> dict:
+def model_sequences(protocol: Protocol, cta: int = 0, data: bool = False) -> dict:
     """{partition: [kind, ...]}: the barrier operations of CTA ``cta``'s threads in program order (loops unrolled, as
     the model is built), each op repeated as many times as the code sites it stands for (a load of A and B: two). A
     wait is ``wait=0`` or ``wait=1``: the parity it passes; an arrive ``arrive@FIRSTxN``: the N consecutive CTAs
-    from FIRST whose barrier it reaches."""
+    from FIRST whose barrier it reaches. ``data``: the reads and writes of shared memory too (``read``, ``write``:
+    one each), the wgmmas and their waits (``wgmma``, ``wgmma_wait(n)``), and each TMA load as ``tma_load>N``, N the
+    CTAs it lands in, as :func:`protocols.program.tie` compares
+    them."""
     out = {}
     for t in protocol.threads:
         if t.cta != cta:
             continue
         seq = out.setdefault(t.partition, [])
         for op in t.ops:
-            kind = _ORDER_KIND.get(op.kind)
+            kind = _ORDER_KIND.get(op.kind) or (op.kind if data and op.kind in ("read", "write", "wgmma") else None)
+            if data and op.kind == "wgmma_wait":
+                kind = f"wgmma_wait({op.n})"
             if kind == "wait" and isinstance(op.parity, int):
                 kind = f"wait={op.parity & 1}"             # the parity the kernel passes: see ptx_segments
             elif kind == "arrive" and op.targets:          # the CTAs it reaches, as release_arrive's lanes do
                 kind = f"arrive@{min(op.targets)}x{len(op.targets)}"
                 if sorted(op.targets) != list(range(min(op.targets), min(op.targets) + len(op.targets))):
                     kind += f"{sorted(op.targets)}"        # lanes reach consecutive CTAs only: no PTX matches it
-            if kind:
+            if kind == "tma_load" and data and op.reach:   # how many CTAs each part lands in (the program's view)
+                seq += [f"tma_load>{n}" for n in op.reach]
+            elif kind:
                 seq += [kind] * op.census
     return out
 

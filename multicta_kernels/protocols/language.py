@@ -66,6 +66,7 @@ class Op:
     n: int = 0                      # store_wait / wgmma_wait: how many may stay in flight
     name: str = ""                  # cluster barrier
     census: int = 1                 # code sites this op stands for (a load of A and B is two async_loads)
+    reach: tuple = ()               # tma_load: for each part, the CTAs it lands in (0 where another CTA issues it)
     note: str = ""
 
 
@@ -159,9 +160,10 @@ class Thread:
         phase ``phase``. A part whose layout shares its tile between CTAs is issued by the lowest of
         them and lands in all (3.9's lowering); its bytes complete on each receiver's barrier."""
         ref = _ref(bar)
-        writes, nbytes = [], {}
+        writes, nbytes, reach = [], {}, []
         for buf, slot, version, bases, b in parts:
-            issuer, receivers = _multicast_group(bases, self.cta, self.p.num_ctas, multicast)
+            issuer, receivers = multicast_group(bases, self.cta, self.p.num_ctas, multicast)
+            reach.append(len(receivers) if issuer == self.cta else 0)
             if issuer == self.cta:
                 for r in receivers:
                     writes.append((r, buf, slot, version))
@@ -169,7 +171,7 @@ class Thread:
         lands = tuple((ref, r, 0, b, phase) for r, b in sorted(nbytes.items()))
         return self._add("tma_load", "+".join(p[0] for p in parts), site, bar=ref, phase=phase, writes=tuple(writes),
                          completes=tuple(writes), lands=lands, asynchronous="tma" if writes else "",
-                         census=len(parts))
+                         census=len(parts), reach=tuple(reach))
 
     def st_async(self, bar, buf, slot, version, nbytes, to, phase=None, site=None):
         """``hopper.async_store`` (PTX ``st.async ... mbarrier::complete_tx::bytes``): registers stored into
@@ -243,6 +245,7 @@ class Protocol:
         self.threads: list[Thread] = []
         self.ptx_merges: dict = {}
         self.ops = 0                        # operations added so far, capped at MAX_OPS
+        self.runtime = None                 # the kernel's runtime sizes this model unrolls (protocols.program)
 
     def barrier(self, name, slots=1, count=1, bases=None, two_ctas=False) -> Barrier:
         """Declare ``slots`` barriers initialised with ``count`` (times the group size, on each
@@ -361,7 +364,7 @@ def all_ctas(num_ctas):
     return [list(b) for b in ring.group_barrier_layout(num_ctas).cga_layout]
 
 
-def _multicast_group(bases, cta, num_ctas, multicast):
+def multicast_group(bases, cta, num_ctas, multicast):
     """(issuer, receivers) of a TMA load into a buffer with ``bases`` (chapter 3): every CTA holding
     the same tile receives it and the lowest of them issues; without multicast each loads its own."""
     if not multicast or not bases:

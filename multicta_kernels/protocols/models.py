@@ -35,6 +35,7 @@ def tma_ring(tiles: int = 4, stages: int = primer.STAGES, flip: bool = True) -> 
     p = Protocol(f"primer TMA ring, {stages} stages, {tiles} tiles"
                  + ("" if flip else ", parity never flips"), 1,
                  ("primer_tma_ring", {"stages": stages}, "sm_90a"))
+    p.runtime = {"num_tiles": tiles, "tiles_n": 1}
     ready = p.barrier("ready", stages)
     t = p.thread(0, "main")
     for s in range(min(stages, tiles)):                          # the prologue (static_range)
@@ -68,6 +69,7 @@ def ws_ring(tiles: int = 4, stages: int = primer.STAGES, producer_flips: bool = 
     name = ("primer warp-specialised ring" + ("" if producer_flips else ", producer waits on phase")
             + ("" if free == "after" else f", consumer frees {free}"))
     p = Protocol(name, 1, ("primer_ws_scale", {"stages": stages}, "sm_90a"), warp_specialized=True)
+    p.runtime = {"num_tiles": tiles, "tiles_n": 1}
     ready, empty = p.barrier("ready", stages), p.barrier("empty", stages)
     load, compute = p.thread(0, "load"), p.thread(0, "compute")
     for i in range(tiles):
@@ -102,6 +104,7 @@ def softmax_one_round(num_ctas: int = 2) -> Protocol:
     part = ch1.softmax_one_round_spec(num_ctas).constexprs["BLOCK_M"] * 4   # one fp32 per row, per source
     p = Protocol(f"one-round softmax exchange, {num_ctas} CTAs", num_ctas,
                  ("softmax_one_round", {"num_ctas": num_ctas}, "sm_90a"), compiler_cluster_barriers=1)
+    p.runtime = {"M": 1, "n_div": 1}
     landed = p.barrier("landed")                                           # one per CTA
     for c in range(num_ctas):
         t = p.thread(c, "main")
@@ -122,6 +125,7 @@ def exchange(num_ctas: int = 4) -> Protocol:
     """Chapter 2, ``exchange_kernel``: publish a row, gather on CTA 0, broadcast ``go``, read all rows."""
     p = Protocol(f"exchange, {num_ctas} CTAs", num_ctas, ("cluster_exchange", {"num_ctas": num_ctas}, "sm_90a"),
                  compiler_cluster_barriers=1)
+    p.runtime = {}
     arrived = p.barrier("arrived", bases=all_ctas(num_ctas))             # one barrier, in CTA 0
     go = p.barrier("go")                                                   # one per CTA
     for c in range(num_ctas):
@@ -145,6 +149,7 @@ def ping_pong(num_ctas: int = 2, rounds: int = 2, one_phase: bool = False) -> Pr
     p = Protocol(f"ping-pong, {num_ctas} CTAs, {rounds} rounds" + (", one phase (bug)" if one_phase else ""),
                  num_ctas, None if one_phase else ("ping_pong", {"num_ctas": num_ctas}, "sm_90a"),
                  compiler_cluster_barriers=1)
+    p.runtime = {"ROUNDS": rounds}
     arrived = p.barrier("arrived", bases=all_ctas(num_ctas))
     go = p.barrier("go")
     freed = p.barrier("freed", bases=all_ctas(num_ctas))
@@ -176,6 +181,7 @@ def pair_sum() -> Protocol:
     bases = ch2.PAIR_LAYOUT
     keep = sum(1 << i for i, b in enumerate(bases) if b[0])                 # the kernel's PAIR_MASK
     p = Protocol("pair barriers, 8 CTAs", 8, ("pair_sum", {}, "sm_90a"), compiler_cluster_barriers=1)
+    p.runtime = {}
     pair_bar = p.barrier("pair_bar", bases=bases)
     go = p.barrier("go")
     for c in range(8):
@@ -202,6 +208,7 @@ def barrier_cost(num_ctas: int = 2, mode: int = 1, rounds: int = 2) -> Protocol:
     rounds = validate.count(rounds, "rounds", high=64)
     p = Protocol(f"barrier cost, {num_ctas} CTAs, mode {mode}", num_ctas,
                  ("barrier_cost", {"num_ctas": num_ctas, "mode": mode}, "sm_90a"), compiler_cluster_barriers=1)
+    p.runtime = {"ROUNDS": rounds}
     if mode == 0:
         own = p.barrier("own")
     elif mode != 2:
@@ -246,6 +253,7 @@ def tile_stream(num_ctas: int = 2, release="mbarrier", multicast: bool = True, s
     p = Protocol(f"tile stream, {num_ctas} CTAs, release {name}" + ("" if multicast else ", no multicast"),
                  num_ctas, ("tile_stream", {"num_ctas": num_ctas, "multicast": multicast, "release": mode,
                                             "stages": stages}, "sm_90a"), compiler_cluster_barriers=int(num_ctas > 1))
+    p.runtime = {"TILES": tiles, "SRC_TILES": tiles, "CHECK": "layout", "PER_CTA": "layout"}   # the reads: CHECK
     ready = p.barrier("ready", stages)
     if mode == 1:
         empty = p.barrier("empty", stages, bases=all_ctas(num_ctas))
@@ -283,6 +291,7 @@ def multicast_copy(num_ctas: int = 2, multicast: bool = True, M: int = 128, N: i
                  compiler_cluster_barriers=2 if multicast else 1,
                  notes="Triton adds a cluster barrier at exit and, with multicast only, one more in the "
                        "mismatch count's reduction (the PTX names standard.py's reduce).")
+    p.runtime = {}
     bar = p.barrier("bar")
     for c in range(num_ctas):
         t = p.thread(c, "main")
@@ -317,6 +326,7 @@ def hopper_multicast_matmul(num_ctas: int = 2, release="mbarrier", stages: int =
                  compiler_cluster_barriers=2 * int(num_ctas > 1),
                  notes="Triton adds two cluster barriers: before c_smem.store (c_smem lies over B's ring, which "
                        "peers write by multicast) and at exit.")
+    p.runtime = {"K": steps * bk}
     ready = p.barrier("ready", stages)
     if mode == 1:
         empty = p.barrier("empty", stages, bases=all_ctas(num_ctas))
@@ -378,6 +388,7 @@ def mma_tile(two_ctas: bool = True, N: int = 128, K: int = 64) -> Protocol:
     p = Protocol(f"{'2-CTA' if two_ctas else '1-CTA'} MMA tile", C,
                  ("two_cta_mma" if two_ctas else "one_cta_mma", {}, "sm_100a"),
                  compiler_cluster_barriers=3 if two_ctas else 0)
+    p.runtime = {}
     loaded = p.barrier("loaded", two_ctas=two_ctas)
     done = p.barrier("done", count=commit_count([a_b, b_b], multicast=False, two_ctas=two_ctas))
     for c in range(C):
@@ -423,6 +434,7 @@ def multicast_mma(acc_bases=None, two_ctas=None, k_tiles=None) -> Protocol:
     p = Protocol(f"tcgen05 multicast loop, {C} CTAs", C, ("blackwell_multicast_mma", {**params, "K_TILES": k_tiles},
                                                           "sm_100a"), compiler_cluster_barriers=3 if two_ctas else 2,
                  notes="K_TILES is a constexpr: the compiler unrolls the loop, every K step is its own code site.")
+    p.runtime = {}
     loaded = p.barrier("loaded", two_ctas=two_ctas)
     consumed = p.barrier("consumed", count=commit_count([a_b, b_b], multicast=True, two_ctas=two_ctas))
     for c in range(C):
@@ -498,6 +510,8 @@ def clc_matmul(cga_layout=None, release: str = "cluster", staging: str = "across
     p = Protocol(f"CLC matmul, {C} CTAs, {tiles} tiles, {release} release, {what}", C,
                  ("clc_matmul", params, "sm_100a") if as_built and not slots_only else None, warp_specialized=True,
                  compiler_cluster_barriers=3)
+    p.runtime = {"M": cfg["block_m"] * 2 * tiles, "N": cfg["block_n"], "K": cfg["block_k"] * k_steps,
+                 "_clc_tiles": tuple(range(1, tiles))}         # every answer but the last cancels a cluster
     load_ready = p.barrier("load_ready", stages, two_ctas=True)
     load_empty = p.barrier("load_empty", stages, count=commits)
     acc_ready = p.barrier("acc_ready", acc_stages, count=commits)
@@ -562,10 +576,10 @@ def clc_matmul(cga_layout=None, release: str = "cluster", staging: str = "across
             a, alap = i % acc_stages, i // acc_stages
             if not slots_only:
                 t.wait(acc_ready[a], alap)
-                t.read("acc", a, alap + 1)
                 for j in range(subtiles):                                  # static_range: a site each
                     buf = stores % 2 if staging == "across" else j % 2
                     used[buf] += 1
+                    t.read("acc", a, alap + 1, site=f"read acc [j={j}]")    # this sub-tile's columns
                     t.store_wait(1, site=f"store_wait(1) [j={j}]")
                     t.write("c_smem", buf, used[buf], site=f"write c_smem [j={j}]")
                     t.tma_store("c_smem", buf, used[buf], site=f"tma_store [j={j}]")
@@ -598,6 +612,7 @@ def hopper_matmul(num_ctas: int = 2, consumers: int = 2, turns: bool = True, rel
                                                                 "block_m": block_m, "stages": stages,
                                                                 "epilogue_n": cfg["block_n"] // split}, "sm_90a"),
                  warp_specialized=True, compiler_cluster_barriers=2 if num_ctas > 1 else 0)
+    p.runtime = {"M": block_m * num_ctas * tiles, "N": cfg["block_n"], "K": cfg["block_k"] * k_steps}
     if consumers == 2:
         p.ptx_merges = {"store_wait": 1}
         p.notes = "LLVM merges the two consumers' identical exit store_wait(0) into one block of PTX."

@@ -175,11 +175,15 @@ def refusals(cases: dict, errors=(ValueError, TypeError)) -> list:
     return out
 
 
-def cpu_survivors(chapter: str, record: str = "mutation_cpu.json"):
+def cpu_survivors(chapter: str, record: str = "mutation_cpu.json", gpu_record: str = "h200/mutation_gpu.json"):
     """The mutants of one chapter's kernels that no CPU check killed, from the recorded mutation run
-    (``results/mutation_cpu.json``, ``python -m multicta_kernels.cli.mutate``), each with why a CPU misses it.
+    (``results/mutation_cpu.json``, ``python -m multicta_kernels.cli.mutate``), each with why a CPU misses it and
+    what the GPU tests made of it on the H200 (``results/h200/mutation_gpu.json``, the same harness with
+    ``--gpu``), after one line of counts: compiled, killed on the CPU, equivalent (the kernel's very PTX).
     ``chapter``: the chapter module's name ("barriers", "multicast", ...); a shared helper's survivors are listed in
     every chapter whose kernels call it."""
+    from IPython.display import HTML
+
     from .. import catalog
     from ..results import store
     modules = {}
@@ -189,19 +193,32 @@ def cpu_survivors(chapter: str, record: str = "mutation_cpu.json"):
     chapters = sorted(set(modules.values()))
     if chapter not in chapters:
         raise ValueError(f"chapter {chapter!r}: the chapter modules with kernels are {', '.join(chapters)}")
-    rows, compiled = [], 0
+    try:
+        on_gpu = {(r["unit"], r["operator"], r["site"]): r for r in store.records(store.load(gpu_record))}
+    except FileNotFoundError:
+        on_gpu = {}
+    rows, count = [], {"compiled": 0, "killed": 0, "equivalent": 0}
     for r in store.records(store.load(record)):
         unit_module = r["unit"].split(".")[1]
         mine = unit_module == chapter if unit_module in chapters else any(
             modules.get(k) == chapter for k in r["kernels"].split(","))
-        compiled += mine and r["verdict"] != "not compiled"
-        if mine and r["verdict"] == "survived":
+        if not mine or r["verdict"] == "not compiled":
+            continue
+        count["compiled"] += 1
+        count[r["verdict"]] = count.get(r["verdict"], 0) + 1
+        if r["verdict"] == "survived":
             site = r["site"] if len(r["site"]) <= 70 else r["site"][:67] + "..."
-            rows.append((r["unit"].rsplit(".", 1)[1], r["operator"], site, r["why_cpu_missed"]))
+            g = on_gpu.get((r["unit"], r["operator"], r["site"]))
+            seen = "not rerun" if g is None else "killed" if g["verdict"] == "killed" else \
+                "not run (needs tcgen05)" if g["detail"].startswith("not run") else "passed them"
+            rows.append((r["unit"].rsplit(".", 1)[1], r["operator"], site, r["why_cpu_missed"], seen))
+    name = html.escape(chapter)
+    head = (f"<p>{count['compiled']} compiled mutants of the kernels of {name}.py: {count['killed']} killed on a CPU, "
+            f"{count['equivalent']} equivalent (they compile to the kernel's very PTX), "
+            f"{len(rows)} left for the GPU tests.</p>")
+    if not count["compiled"]:
+        return HTML(f"<p>The mutation operators find nothing to break in the kernels of {name}.py (no barrier operations).</p>")
     if not rows:
-        from IPython.display import HTML
-        name = html.escape(chapter)
-        return HTML(f"<p>The mutation operators find nothing to break in {name}'s kernels (no barrier operations).</p>"
-                    if not compiled else f"<p>{compiled} compiled mutants of {name}'s kernels, every one killed on a "
-                    "CPU.</p>")
-    return table(rows, ("function", "operator", "mutation", "why no CPU check sees it"))
+        return HTML(head)
+    return HTML(head + table(rows, ("function", "operator", "mutation", "why no CPU check sees it",
+                                    "GPU tests, H200")).data)
