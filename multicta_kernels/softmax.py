@@ -296,13 +296,14 @@ VALUES_PER_THREAD = 16       # short rows: ~16 values per thread, extra warps st
 WIDE_VALUES = 128            # wide rows: 4 warps per CTA, 128 values per thread, as few CTAs as that allows
 
 
-SWEEPS = ("softmax_sweep.json", "softmax_sweep_wide.json")     # the sweeps recorded under results/<gpu>/
+SWEEPS = ("softmax_sweep.json", "softmax_sweep_wide.json", "softmax_sweep_half.json")   # recorded in results/<gpu>/
 SWEEPS_DATA = "softmax_sweeps.json"      # ... as package data (multicta_kernels/data/), written by tools/update_data.py
 
 
 @functools.lru_cache(maxsize=None)
 def recorded_sweeps(gpu_folder: str = "h200") -> tuple:
-    """Every configuration the recorded fp32 sweeps measured on one GPU: (records, provenance), from the package's
+    """Every configuration the recorded sweeps measured on one GPU (each with its ``dtype``): (records, provenance),
+    from the package's
     data (``data/softmax_sweeps.json``, generated from results/<gpu>/softmax_sweep*.json by tools/update_data.py):
     the picker reads no file outside the package."""
     import json
@@ -314,13 +315,15 @@ def recorded_sweeps(gpu_folder: str = "h200") -> tuple:
     return tuple(dict(zip(got["columns"], r)) for r in got["rows"]), {"gpu": got["gpu"], "date": got["date"]}
 
 
-def recorded_best(N: int, gpu_folder: str = "h200"):
+def recorded_best(N: int, gpu_folder: str = "h200", dtype: str = "float32"):
     """The best measured (CTAs, warps, rows per program) for rows as wide as ``N`` (the same power of
-    two: the same tile), its fraction of copy bandwidth, the runner-up and how many were measured; None
-    if nothing was recorded for that width."""
+    two: the same tile) in ``dtype``, its fraction of copy bandwidth, the runner-up and how many were measured;
+    None if nothing was recorded for that width and dtype."""
     validate.count(N, "N", high=1 << 31)
+    validate.dtype(dtype)
     recs, meta = recorded_sweeps(gpu_folder)
-    same = [r for r in recs if _pow2(r["N"]) == _pow2(N) and r["values_per_thread"] <= MAX_VALUES_PER_THREAD]
+    same = [r for r in recs if _pow2(r["N"]) == _pow2(N) and r["values_per_thread"] <= MAX_VALUES_PER_THREAD
+            and r.get("dtype", "float32") == dtype]
     best_of = {}                             # one entry per configuration: its best measurement
     for r in sorted(same, key=lambda r: -r["fraction_of_copy"]):
         best_of.setdefault((r["num_ctas"], r["num_warps"], r["block_m"]), r)
@@ -328,7 +331,7 @@ def recorded_best(N: int, gpu_folder: str = "h200"):
     if not rows:
         return None
     return {"best": rows[0], "runner_up": rows[1] if len(rows) > 1 else None, "measured": len(rows),
-            "rows_of": rows[0]["N"], **meta}
+            "rows_of": rows[0]["N"], "gpu": meta["gpu"], "date": rows[0].get("date", meta["date"])}
 
 
 def _cfg_text(r) -> str:
@@ -337,8 +340,8 @@ def _cfg_text(r) -> str:
 
 def pick_config(N: int, dtype: str = "float32") -> SoftmaxConfig:
     """Choose CTAs, warps and rows per program for rows of ``N`` elements, with the reasons: the best
-    configuration of the recorded sweep for this width when there is one (fp32), a rule fitted to
-    those sweeps otherwise."""
+    configuration of the recorded sweep for this width and dtype when there is one, a rule fitted to
+    the fp32 sweeps otherwise."""
     if dtype not in DTYPES:
         raise TypeError(f"softmax supports {', '.join(DTYPES)}, not {dtype}")
     if not isinstance(N, int) or N < 1:
@@ -348,16 +351,16 @@ def pick_config(N: int, dtype: str = "float32") -> SoftmaxConfig:
             f"rows of {N} elements do not fit in a 16-CTA cluster's registers (at most {MAX_N}); "
             "use online_softmax (one CTA per row, any width)")
     block_n = _pow2(N)
-    rec = recorded_best(N) if dtype == "float32" else None
+    rec = recorded_best(N, dtype=dtype)
     if rec:
         b, r2 = rec["best"], rec["runner_up"]
         rows_of = str(rec["rows_of"]) + ("" if rec["rows_of"] == N else f" (the same {block_n}-wide tile)")
         reasons = [f"measured on the {rec['gpu']} ({rec['date']}, results/h200/softmax_sweep*.json): {_cfg_text(b)} "
-                   f"moved rows of {rows_of} at {b['fraction_of_copy']:.3f} of the copy bandwidth, the best of "
-                   f"{rec['measured']} configurations tried"]
+                   f"moved {dtype} rows of {rows_of} at {b['fraction_of_copy']:.3f} of the copy bandwidth, the best "
+                   f"of {rec['measured']} configurations tried"]
         if r2:
             reasons.append(f"runner-up: {_cfg_text(r2)} at {r2['fraction_of_copy']:.3f}")
-        reasons.append(f"{b['values_per_thread']} fp32 values per thread stay in registers from load to store")
+        reasons.append(f"{b['values_per_thread']} values per thread stay in registers from load to store")
         if b["num_ctas"] == 1:
             reasons.append("one CTA holds the row: no cluster, no cross-CTA traffic")
         else:
@@ -505,8 +508,12 @@ def kernel_spec(name, kernel, use_2d, num_ctas, N, num_warps, block_m, dtype, in
     block_m = validate.optional_count(block_m, "block_m", high=1 << 16)
     validate.boolean(instrument, "instrument")
     cfg = pick_config(N, dtype)
-    cfg = make_config(N, num_ctas, cfg.num_warps if num_warps is None else num_warps,
-                      cfg.block_m if block_m is None else block_m, dtype)
+    block_m = cfg.block_m if block_m is None else block_m
+    if num_warps is None:                    # the pick's warps, doubled while another cluster size would spill them
+        num_warps = cfg.num_warps
+        while block_m * _pow2(N) > MAX_VALUES_PER_THREAD * 32 * num_warps * num_ctas and num_warps < MAX_WARPS:
+            num_warps *= 2
+    cfg = make_config(N, num_ctas, num_warps, block_m, dtype)
     ty = DTYPES[dtype].short
     one_round = kernel is softmax_one_round_kernel
     extra = cfg.exchange_layouts() if one_round else {}
@@ -594,10 +601,11 @@ def upstream_design_configs(N: int) -> list[tuple[int, int]]:
 
 
 def upstream_design(x, out, num_ctas: int, num_warps: int):
-    """Launch :func:`upstream_design_kernel` (one row per program) on a CUDA tensor; returns ``out``."""
+    """Launch :func:`upstream_design_kernel` (one row per program) on a CUDA tensor (fp32, fp16 or bf16, ``out`` of
+    the same dtype: the baseline of every dtype the benchmarks measure); returns ``out``."""
     _check_upstream(num_ctas, num_warps)
-    validate.tensor(x, "x", 2, _TORCH_FLOAT32())
-    validate.tensor(out, "out", 2, _TORCH_FLOAT32())
+    validate.tensor(x, "x", 2, _TORCH_FLOATS())
+    validate.tensor(out, "out", 2, (x.dtype,))
     if tuple(out.shape) != tuple(x.shape):
         raise ValueError(f"out must have x's shape {tuple(x.shape)}, got {tuple(out.shape)}")
     if _pow2(x.shape[1]) // num_ctas < 4 * 32 * num_warps:
@@ -646,9 +654,9 @@ _GLUON_INSTEAD = ("compile it with multicta_kernels.lens and read the recorded r
                   "Triton's interpreter does not run it)")
 
 
-def _TORCH_FLOAT32():
+def _TORCH_FLOATS():
     import torch
-    return (torch.float32,)
+    return (torch.float32, torch.float16, torch.bfloat16)
 
 
 def _check_upstream(num_ctas, num_warps):

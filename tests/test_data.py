@@ -21,8 +21,10 @@ def test_the_data_is_what_the_tool_writes_now():
 
 def test_the_picker_reads_the_recorded_sweeps_from_the_package():
     recs, meta = softmax.recorded_sweeps("h200")
-    want = [r for name in softmax.SWEEPS for r in results.records(results.load(f"h200/{name}"))]
+    want = [{**r, "dtype": r.get("dtype", res["method"]["dtype"]), "date": res["date"]}   # each row's provenance
+            for res in (results.load(f"h200/{name}") for name in softmax.SWEEPS) for r in results.records(res)]
     assert list(recs) == want and meta["gpu"] == results.load("h200/softmax_sweep.json")["gpu"]
+    assert {r["dtype"] for r in recs} == {"float32", "float16", "bfloat16"}
     data = json.loads((ROOT / "multicta_kernels" / "data" / softmax.SWEEPS_DATA).read_text())
     assert set(data) == {"h200"} and data["h200"]["sources"] == [f"results/h200/{n}" for n in softmax.SWEEPS]
     assert softmax.recorded_sweeps("no-such-gpu") == ((), None)

@@ -3,7 +3,7 @@
     python tools/update_data.py            # rewrite multicta_kernels/data/*.json
     python tools/update_data.py --check    # exit 1 if they differ from what results/ holds now
 
-Today one file: ``softmax_sweeps.json``, the fp32 sweeps the softmax picker (``softmax.pick_config``) chooses
+Today one file: ``softmax_sweeps.json``, the sweeps (fp32, fp16, bf16) the softmax picker (``softmax.pick_config``) chooses
 from, per GPU folder (results/<gpu>/softmax_sweep*.json: every configuration measured, with its provenance).
 The package reads only this file, never results/, so an installed copy picks as the repository does.
 tests/test_data.py checks that the data equals what this tool writes now.
@@ -26,14 +26,16 @@ DATA = ROOT / "multicta_kernels" / "data"
 
 def softmax_sweeps(results: Path = store.RESULTS) -> dict:
     """{gpu folder: {"gpu", "date", "sources", "columns", "rows"}}: the sweeps of every GPU that recorded one, the
-    rows of its sweep files in SWEEPS order (all with the first file's columns)."""
+    rows of its sweep files in SWEEPS order (all with the first file's columns, and ``dtype``: a file without that
+    column measured the one dtype its method names; ``date``: the day its file was recorded)."""
     out = {}
     for folder in sorted(p for p in results.iterdir() if p.is_dir() and p.name != "reference"):
         found = [store.load(folder / name) for name in SWEEPS if (folder / name).exists()]
         if not found:
             continue
-        columns = found[0]["columns"]
-        rows = [[rec[c] for c in columns] for r in found for rec in store.records(r)]
+        columns = [c for c in found[0]["columns"] if c != "dtype"] + ["dtype", "date"]   # fp32-only sweeps: no dtype
+        rows = [[rec.get("dtype", r["method"]["dtype"]) if c == "dtype" else r["date"] if c == "date" else rec[c]
+                 for c in columns] for r in found for rec in store.records(r)]
         out[folder.name] = {"gpu": found[0]["gpu"], "date": found[0]["date"],
                             "sources": [f"results/{folder.name}/{n}" for n in SWEEPS if (folder / n).exists()],
                             "columns": columns, "rows": rows}

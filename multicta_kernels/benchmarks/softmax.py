@@ -26,8 +26,8 @@ def _measure(x, out, cfg, two_pass=False):
     return ms, err
 
 
-def sweep(quick: bool = False, log=print, shapes=None, space=None) -> dict:
-    """Time every candidate configuration on every benchmark shape (fp32); ``space`` narrows
+def sweep(quick: bool = False, log=print, shapes=None, space=None, dtypes=("float32",)) -> dict:
+    """Time every candidate configuration on every benchmark shape, in each of ``dtypes``; ``space`` narrows
     :func:`candidates` (keyword arguments)."""
     import torch
     require(CLUSTERS, "the softmax sweep")
@@ -35,25 +35,29 @@ def sweep(quick: bool = False, log=print, shapes=None, space=None) -> dict:
     log(f"[softmax-sweep] copy ceiling {copy:.0f} GB/s")
     shapes = shapes or (TUTORIAL_SHAPES + ODD_SHAPES)[:: 4 if quick else 1]
     rows = []
-    for M, N in shapes:
-        x = torch.empty((M, N), device="cuda").uniform_(-4, 4)
-        out = torch.empty_like(x)
-        nbytes = 2 * x.numel() * x.element_size()
-        for cfg in candidates(N, **(space or {})):
-            ms, err = _measure(x, out, cfg)
-            g = timing.gbps(nbytes, ms)
-            rows.append([M, N, cfg.num_ctas, cfg.num_warps, cfg.block_m, cfg.values_per_thread,
-                         round(ms * 1e3, 2), round(g, 1), round(g / copy, 4), err])
-            log(f"[softmax-sweep] {M}x{N} ctas={cfg.num_ctas} warps={cfg.num_warps} rows={cfg.block_m}: "
-                f"{g:.0f} GB/s ({g / copy:.2f} of copy) err={err:.1e}")
-        del x, out
-        torch.cuda.empty_cache()
-    return {"method": {"timer": "do_bench_cudagraph", "statistic": "median", "dtype": "float32",
-                       "data": "uniform(-4, 4), fresh per shape", "bytes": "2 * M * N * 4 (read x, write out)",
-                       "space": f"candidates(N): 1-16 CTAs, 1-16 warps, 16-{MAX_VALUES_PER_THREAD} values per thread"},
+    for dtype in dtypes:
+        for M, N in shapes:
+            x = torch.empty((M, N), device="cuda").uniform_(-4, 4).to(getattr(torch, dtype))
+            out = torch.empty_like(x)
+            nbytes = 2 * x.numel() * x.element_size()
+            for cfg in candidates(N, dtype, **(space or {})):
+                ms, err = _measure(x, out, cfg)
+                g = timing.gbps(nbytes, ms)
+                rows.append([M, N, cfg.num_ctas, cfg.num_warps, cfg.block_m, cfg.values_per_thread,
+                             round(ms * 1e3, 2), round(g, 1), round(g / copy, 4), err, dtype])
+                log(f"[softmax-sweep] {dtype} {M}x{N} ctas={cfg.num_ctas} warps={cfg.num_warps} rows={cfg.block_m}: "
+                    f"{g:.0f} GB/s ({g / copy:.2f} of copy) err={err:.1e}")
+            del x, out
+            torch.cuda.empty_cache()
+    return {"method": {"timer": "do_bench_cudagraph", "statistic": "median", "dtype": ", ".join(dtypes),
+                       "data": "uniform(-4, 4), fresh per shape",
+                       "bytes": "2 * M * N * element size (read x, write out)",
+                       "exchange": "the default of multicta_softmax (one_round)",
+                       "space": f"candidates(N, dtype): 1-16 CTAs, 1-16 warps, 16-{MAX_VALUES_PER_THREAD} values per "
+                                "thread"},
             "ceilings": {"copy_gbps": round(copy, 1)},
             "columns": ["M", "N", "num_ctas", "num_warps", "block_m", "values_per_thread", "time_us",
-                        "gbps", "fraction_of_copy", "max_abs_err"],
+                        "gbps", "fraction_of_copy", "max_abs_err", "dtype"],
             "rows": rows}
 
 
@@ -68,8 +72,20 @@ def sweep_wide(quick: bool = False, log=print) -> dict:
     return result
 
 
-def benchmark(quick: bool = False, log=print) -> dict:
-    """The chapter's benchmark, all in one run: the picked configuration (fused and two-pass kernels),
+HALF_SHAPES = WIDE_SHAPES + [(8192, 200000)]       # the widths where the half types trailed the upstream design
+
+
+def sweep_half(quick: bool = False, log=print) -> dict:
+    """The sweep of fp16 and bf16 on the rows that need a cluster (HALF_SHAPES, over WIDE_SPACE): what the picker
+    chooses from for the half types (before it, they took the configuration measured for fp32)."""
+    result = sweep(log=log, shapes=HALF_SHAPES[:1] if quick else HALF_SHAPES, space=WIDE_SPACE,
+                   dtypes=("float16", "bfloat16"))
+    result["method"]["space"] = f"candidates(N, dtype, **{WIDE_SPACE})"
+    return result
+
+
+def benchmark(quick: bool = False, log=print, dtypes=("float32",)) -> dict:
+    """The chapter's benchmark in ``dtypes``, all in one run: the picked configuration (fused and two-pass kernels),
     the upstream tutorial's design at the best of its configurations, torch.softmax, a single-CTA online
     softmax on wide rows, the copy of the same bytes, and how many clusters fit on the GPU at once."""
     import torch
@@ -79,12 +95,14 @@ def benchmark(quick: bool = False, log=print) -> dict:
     log(f"[softmax] copy ceiling {copy:.0f} GB/s, cuBLAS fp16 {blas:.0f} TFLOP/s")
     shapes = (TUTORIAL_SHAPES + ODD_SHAPES)[:: 4 if quick else 1]
     rows = []
-    for M, N in shapes:
-        x = torch.empty((M, N), device="cuda").uniform_(-4, 4)
+    half = HALF_BENCH_SHAPES[-2:] if quick else HALF_BENCH_SHAPES
+    todo = [(dt, shape) for dt in dtypes for shape in (shapes if dt == "float32" else half)]
+    for dtype, (M, N) in todo:
+        x = torch.empty((M, N), device="cuda").uniform_(-4, 4).to(getattr(torch, dtype))
         out = torch.empty_like(x)
         nbytes = 2 * x.numel() * x.element_size()
         gb = lambda ms: timing.gbps(nbytes, ms)                                        # noqa: E731
-        cfg = pick_config(N)
+        cfg = pick_config(N, dtype)
         ms, err = _measure(x, out, cfg)
         resident = _resident_clusters(x, out, cfg, max_clusters)
         two_ms = _measure(x, out, cfg, two_pass=True)[0]
@@ -105,14 +123,18 @@ def benchmark(quick: bool = False, log=print) -> dict:
         rows.append([M, N, cfg.num_ctas, cfg.num_warps, cfg.block_m, cfg.values_per_thread, resident, round(g, 1),
                      round(gb(two_ms), 1), round(gb(seed_ms), 1), seed_cfg, round(gb(torch_ms), 1), online,
                      round(gb(copy_ms), 1), round(g / copy, 4), round(gb(seed_ms) / copy, 4),
-                     round(gb(torch_ms) / copy, 4), err])
-        log(f"[softmax] {M}x{N}: ours {g:.0f} GB/s ({g / copy:.3f}) with {cfg.num_ctas}x{cfg.num_warps}, upstream design "
+                     round(gb(torch_ms) / copy, 4), err, dtype])
+        log(f"[softmax] {dtype} {M}x{N}: ours {g:.0f} GB/s ({g / copy:.3f}) with {cfg.num_ctas}x{cfg.num_warps}, upstream design "
             f"{gb(seed_ms):.0f} ({seed_cfg}), torch {gb(torch_ms):.0f}, online {online}, {resident} clusters resident")
         del x, out
         torch.cuda.empty_cache()
-    return {"method": {"timer": "do_bench_cudagraph", "statistic": "median", "dtype": "float32",
-                       "data": "uniform(-4, 4), fresh per shape", "bytes": "2 * M * N * 4 (read x, write out)",
-                       "config": "pick_config(N): the best of the recorded sweep for this width",
+    return {"method": {"timer": "do_bench_cudagraph", "statistic": "median",
+                       "dtype": ", ".join(dtypes) + " (column dtype; fp32 at every shape, a half type at "
+                                                     "HALF_BENCH_SHAPES)",
+                       "data": "uniform(-4, 4), fresh per shape",
+                       "bytes": "2 * M * N * element size (read x, write out)",
+                       "exchange": "the default of multicta_softmax (one_round; two_pass_gbps: the two-pass kernel)",
+                       "config": "pick_config(N, dtype): the best of the recorded sweep for this width and dtype",
                        "seed_design": "upstream_design_kernel (the design of python/tutorials/gluon/14-multicta.py), "
                                       "best of upstream_design_configs(N) in this run",
                        "online": "online_softmax_kernel: one CTA per row, two passes over the row (rows > 32768)",
@@ -122,8 +144,16 @@ def benchmark(quick: bool = False, log=print) -> dict:
             "columns": ["M", "N", "num_ctas", "num_warps", "block_m", "values_per_thread", "resident_clusters",
                         "gluon_gbps", "two_pass_gbps", "seed_design_gbps", "seed_design_config", "torch_gbps",
                         "online_gbps", "copy_same_bytes_gbps", "gluon_fraction", "seed_design_fraction",
-                        "torch_fraction", "max_abs_err"],
+                        "torch_fraction", "max_abs_err", "dtype"],
             "rows": rows}
+
+
+HALF_BENCH_SHAPES = [(32768, 1024), (32768, 8192), (32768, 32768)] + HALF_SHAPES   # fp16 and bf16 in benchmark()
+
+
+def benchmark_half(quick: bool = False, log=print) -> dict:
+    """:func:`benchmark` for fp16 and bf16 (results/h200/softmax_half.json), against the same baselines."""
+    return benchmark(quick, log, dtypes=("float16", "bfloat16"))
 
 
 def exchange_benchmark(quick: bool = False, log=print) -> dict:

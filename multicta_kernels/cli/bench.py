@@ -23,8 +23,10 @@ from ..results.store import environment, save
 # name -> the benchmark itself: it takes (quick: bool, log) and returns a result's body (method, ceilings, table).
 BENCHMARKS = {
     "softmax": softmax.benchmark,
+    "softmax-half": softmax.benchmark_half,
     "softmax-sweep": softmax.sweep,
     "softmax-sweep-wide": softmax.sweep_wide,
+    "softmax-sweep-half": softmax.sweep_half,
     "softmax-exchange": softmax.exchange_benchmark,
     "barriers": barriers.benchmark,
     "device": foundations.device_properties,
