@@ -173,6 +173,7 @@ def test_isolated_has_a_time_limit_by_default_and_keeps_it():
      "warp_specialize"),
     (lambda: two_cta.mma_tile(torch.randn(256, 64).half(), torch.randn(64, 128).half(), two_ctas="yes"), "two_ctas"),
     (lambda: softmax.upstream_design(torch.randn(4, 1024), torch.empty(4, 1024), num_ctas=3, num_warps=4), "num_ctas"),
+    (lambda: softmax.upstream_design(torch.randn(4, 1024).half(), torch.empty(4, 1024), 1, 1), "out"),
 ])
 def test_arguments_are_refused_before_the_hardware(call, param):
     from multicta_kernels.core import hardware
@@ -261,3 +262,13 @@ def test_a_sample_of_the_sweep_in_child_processes():
     worse = [(d["fn"], d["param"], d["value"], d["outcome"], d["message"][:120]) for d in done
              if recorded.get((d["fn"], d["param"], d["value"])) == "refused" and d["outcome"] != "refused"]
     assert worse == [], worse
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_the_upstream_design_is_the_baseline_of_every_dtype(dtype):
+    """The benchmarks time the upstream design in fp32, fp16 and bf16: its wrapper lets each through to the
+    hardware check (here a CPU's "needs a GPU"), with ``out`` of x's dtype."""
+    from multicta_kernels.core.hardware import UnsupportedHardwareError
+    x = torch.randn(4, 1024).to(getattr(torch, dtype))
+    with pytest.raises(UnsupportedHardwareError):
+        softmax.upstream_design(x, torch.empty_like(x), 1, 1)
