@@ -80,12 +80,25 @@ def main(argv=None) -> int:
                                  "when it runs without error (its asserts are the checks)",
                          "pytest_summary": summary[0].strip("= ") if summary else "",
                          "wall_s": round(wall, 1),
-                         "commit": os.environ.get("MULTICTA_COMMIT") or subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                                                  capture_output=True, text=True).stdout.strip() or "unknown"},
+                         "commit": commit()},
               "ceilings": {}, "columns": ["notebook", "cells_passed", "cells_failed", "seconds"], "rows": rows}
     store.save(result, ROOT / args.out if not Path(args.out).is_absolute() else args.out)
     print(f"recorded {args.out}: {sum(r[1] for r in rows)} cells in {len(rows)} notebooks, {wall:.0f} s")
     return 0
+
+
+def commit() -> str:
+    """The commit the notebooks ran at: MULTICTA_COMMIT if set, else git's HEAD when the tracked files equal it. A
+    copy whose files differ from its git metadata (the device tool sends the working tree, not the history) is
+    "unknown: ...", never a commit it did not run."""
+    if os.environ.get("MULTICTA_COMMIT"):
+        return os.environ["MULTICTA_COMMIT"]
+    git = lambda *a: subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True)   # noqa: E731
+    head = git("rev-parse", "--short", "HEAD").stdout.strip()
+    dirty = git("status", "--porcelain", "--untracked-files=no").stdout.strip()
+    if not head or dirty:
+        return f"unknown: the tracked files differ from git's HEAD ({head or 'none'}); set MULTICTA_COMMIT"
+    return head
 
 
 if __name__ == "__main__":
