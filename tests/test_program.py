@@ -74,6 +74,16 @@ def test_what_the_models_do_not_follow_the_programs_rules_do(kernel, unit, opera
     assert killer == "program" and rule in detail, (killer, detail)
 
 
+@pytest.mark.parametrize("kernel, unit", [("blackwell_multicast_mma", "blackwell_multicast_mma_kernel"),
+                                          ("clc_matmul", "mma_partition")])
+def test_an_mma_commit_that_reaches_fewer_ctas_is_killed(kernel, unit):
+    """tcgen05_mma(multicast=True) turned off: the commit reaches only the issuer's pair. The PTX's barrier
+    operations are the same; the program counts the CTAs each commit reaches from the operands' CGA layouts."""
+    names, m = _mutant(kernel, unit, "mask", "line `tcgen05_mma(")
+    killer, detail = mutate.cpu_killers(names, m, mutate.build(m.unit, m.source, names), configs=1)
+    assert killer == "program" and "the kernel does commit>2" in detail, (killer, detail)
+
+
 def test_the_rules_read_one_partitions_program():
     ok = ["~generic write", "write", "~fence", "~async read", "tma_store"]
     assert program.rule_problems(ok) == []

@@ -176,8 +176,8 @@ def model_sequences(protocol: Protocol, cta: int = 0, data: bool = False) -> dic
     the model is built), each op repeated as many times as the code sites it stands for (a load of A and B: two). A
     wait is ``wait=0`` or ``wait=1``: the parity it passes; an arrive ``arrive@FIRSTxN``: the N consecutive CTAs
     from FIRST whose barrier it reaches. ``data``: the reads and writes of shared memory too (``read``, ``write``:
-    one each), the wgmmas and their waits (``wgmma``, ``wgmma_wait(n)``), and each TMA load as ``tma_load>N``, N the
-    CTAs it lands in, as :func:`protocols.program.tie` compares
+    one each), the wgmmas and their waits (``wgmma``, ``wgmma_wait(n)``), and each TMA load and each MMA commit as
+    ``tma_load>N`` / ``commit>N``, N the CTAs it lands in, as :func:`protocols.program.tie` compares
     them."""
     out = {}
     for t in protocol.threads:
@@ -194,8 +194,8 @@ def model_sequences(protocol: Protocol, cta: int = 0, data: bool = False) -> dic
                 kind = f"arrive@{min(op.targets)}x{len(op.targets)}"
                 if sorted(op.targets) != list(range(min(op.targets), min(op.targets) + len(op.targets))):
                     kind += f"{sorted(op.targets)}"        # lanes reach consecutive CTAs only: no PTX matches it
-            if kind == "tma_load" and data and op.reach:   # how many CTAs each part lands in (the program's view)
-                seq += [f"tma_load>{n}" for n in op.reach]
+            if kind in ("tma_load", "commit") and data and op.reach:   # how many CTAs each lands in (the program's view)
+                seq += [f"{kind}>{n}" for n in op.reach]
             elif kind:
                 seq += [kind] * op.census
     return out

@@ -66,7 +66,8 @@ class Op:
     n: int = 0                      # store_wait / wgmma_wait: how many may stay in flight
     name: str = ""                  # cluster barrier
     census: int = 1                 # code sites this op stands for (a load of A and B is two async_loads)
-    reach: tuple = ()               # tma_load: for each part, the CTAs it lands in (0 where another CTA issues it)
+    reach: tuple = ()               # tma_load: for each part, the CTAs it lands in (0 where another CTA issues it);
+                                    # mma: for each commit, the CTAs it arrives on (0 where this CTA does not issue)
     note: str = ""
 
 
@@ -191,10 +192,11 @@ class Thread:
         Only the issuer (a pair's leader in 2-CTA mode) does anything."""
         lands = tuple((_ref(b), c, 1, 0, ph) for b, ctas, ph in commits for c in sorted(ctas))
         if not issue:
-            return self._add("mma", "", site, census=len(commits), note="not the issuer")
+            return self._add("mma", "", site, census=len(commits), note="not the issuer", reach=(0,) * len(commits))
         return self._add("mma", "", site, reads=tuple(reads), writes=tuple(writes), completes=tuple(completes),
                          lands=lands, asynchronous="mma", census=len(commits),
-                         note=", ".join(slot_label(_ref(b)) for b, _, _ in commits))
+                         note=", ".join(slot_label(_ref(b)) for b, _, _ in commits),
+                         reach=tuple(len(set(ctas)) for _, ctas, _ in commits))
 
     def tma_store(self, buf, slot, version, site=None):
         """``tma.async_store`` from ``buf[slot]``: the TMA reads it until the store completes."""

@@ -26,7 +26,7 @@ from triton.language.core import constexpr as _constexpr
 from .. import catalog
 from ..gluon import sync
 from .agreement import model_sequences
-from .language import Protocol, ch2, multicast_group
+from .language import Protocol, ch2, commit_targets, multicast_group
 
 MAX_TRACE_OPS = 200_000          # operations one CTA records: far above the book's models (a runaway loop stops here)
 
@@ -85,16 +85,26 @@ def _known(value, what):
 
 
 class Buffer(Opaque):
-    """Shared memory (or a barrier array): ``.index(i)`` is one slot; a load is a read, a store a write."""
+    """Shared memory (or a barrier array, or tensor memory): ``.index(i)`` is one slot; a load is a read, a store a
+    write. ``layout``: its layout where the kernel gives a real one (the CGA bases of an MMA's operands, the
+    ``two_ctas`` of its accumulator)."""
 
-    def __init__(self, tracer, shape=(), name="smem"):
-        self._tracer, self._shape, self._name = tracer, list(shape), name
+    def __init__(self, tracer, shape=(), name="smem", layout=None):
+        self._tracer, self._shape, self._name, self._layout = tracer, list(shape), name, layout
 
     def index(self, i):
-        return Buffer(self._tracer, self._shape[1:], self._name)
+        return Buffer(self._tracer, self._shape[1:], self._name, self._layout)
 
     def _view(self, *args, **kwargs):
-        return Buffer(self._tracer, self._shape, self._name)
+        return Buffer(self._tracer, self._shape, self._name, self._layout)
+
+    @property
+    def bases(self):
+        return [list(b) for b in getattr(self._layout, "cga_layout", None) or []]
+
+    @property
+    def two_ctas(self):
+        return bool(getattr(self._layout, "two_ctas", False))
 
     slice = permute = reshape = _reinterpret = _view
 
@@ -126,6 +136,7 @@ class Descriptor(Opaque):
         self.nbytes_per_cta = math.prod(self.block_shape) * elem >> split
         cga = m.group(3).split("cga_layout=", 1)[-1]
         self.bases = [[int(x) for x in b.split(",")] for b in re.findall(r"\[([\d, ]+)\]", cga)]
+        self.layout = type("DescriptorLayout", (), {"cga_layout": self.bases})()
         self.block_type = OPAQUE
 
 
@@ -239,18 +250,22 @@ def _builtins(tr: Tracer) -> dict:
                        warpgroup_mma_wait=wgmma_wait, async_store=st_async,
                        CachePolicy=OPAQUE, FractionalEvictionPolicy=OPAQUE)
 
-    def tcgen05_mma(*args, mbarriers=None, mbarrier_preds=None, pred=True, **kw):
+    def tcgen05_mma(a, b, acc, *args, mbarriers=None, mbarrier_preds=None, pred=True, multicast=False, **kw):
         if not _on(pred):
             return
         rec("~async read")
+        two = getattr(acc, "two_ctas", False)
+        leader = tr.cta & ~1 if two else tr.cta
+        to = commit_targets(leader, [getattr(a, "bases", []), getattr(b, "bases", [])], tr.num_ctas,
+                            _known(multicast, "multicast"), two)
         preds = mbarrier_preds if mbarrier_preds is not None else [True] * len(mbarriers or ())
         for p in preds:
             if _on(p):
-                rec("commit")
+                rec(f"commit>{len(to) if leader == tr.cta else 0}")
 
     def tcgen05_commit(bar, pred=True, **kw):
         if _on(pred):
-            rec("commit")
+            rec("commit")                       # the book's kernels commit through tcgen05_mma's mbarriers
 
     def try_cancel(result, bar, **kw):
         rec("try_cancel")
@@ -262,7 +277,7 @@ def _builtins(tr: Tracer) -> dict:
     clc = Namespace(try_cancel=try_cancel, load_result=load_result)
 
     def allocate_shared_memory(dtype, shape, layout=None, value=None, **kw):
-        return Buffer(tr, shape)
+        return Buffer(tr, shape, layout=layout)
 
     def warp_specialize(functions_and_args, worker_num_warps=None, worker_num_regs=None, **kw):
         outer = tr.current
@@ -287,7 +302,7 @@ def _builtins(tr: Tracer) -> dict:
                    warp_specialize=warp_specialize, allocate_shared_memory=allocate_shared_memory)
 
     blackwell = {"tcgen05_mma": tcgen05_mma, "tcgen05_commit": tcgen05_commit, "clc": clc,
-                 "allocate_tensor_memory": lambda dtype, shape, *a, **k: Buffer(tr, shape, "tmem"), "TensorMemoryLayout": OPAQUE,
+                 "allocate_tensor_memory": lambda dtype, shape, layout=None, *a, **k: Buffer(tr, shape, "tmem", layout), "TensorMemoryLayout": OPAQUE,
                  "tensor_memory_descriptor": OPAQUE,
                  "tcgen05_mma_barrier_count": lambda *a, **k: 1, "get_tmem_reg_layout": lambda *a, **k: OPAQUE}
 
