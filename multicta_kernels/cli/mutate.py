@@ -128,9 +128,11 @@ def _spec_with(name, params, built):
 def cpu_killers(name_list, m: Mutant, built: dict, configs="all") -> tuple:
     """(killer, detail) of the in-process killers, cheapest and strongest first, stopping at the first that fails
     the mutant: "census" and "order" (the protocol models of the kernel, at their configurations), then for every
-    configuration the catalog lists "compile", "expect" and "init fence"; "no compile" if nothing compiles;
-    (None, "") if the mutant survives them all."""
-    cache, failed, ok, origin = {}, [], 0, {}
+    configuration the catalog lists "compile", "expect" and "init fence"; "no compile" if nothing compiles. Then,
+    with every configuration compiled (``configs="all"``), SAME if the mutant's PTX is the kernel's in all of them
+    (equivalent: the program reads the source, and would call a change the compiler undoes a kill), else "program"
+    if the tie by program failed it; (None, "") if the mutant survives them all."""
+    cache, failed, ok, origin, program_kill = {}, [], 0, {}, None
 
     def compiled(name, params, target):
         key = (name, json.dumps(params, sort_keys=True), target)
@@ -165,9 +167,9 @@ def cpu_killers(name_list, m: Mutant, built: dict, configs="all") -> tuple:
                 diff = program.tie(p, fn=_spec_with(kname, params, built).fn)
             except Exception:                  # a program the trace cannot follow is no verdict: the tests decide
                 diff = []
-            if diff:
+            if diff and program_kill is None:  # decided last: a mutant with the kernel's very PTX is equivalent
                 cta, part, what = diff[0]
-                return "program", f"{p.name}: CTA {cta} {part}, {what}"
+                program_kill = f"{p.name}: CTA {cta} {part}, {what}"
     for name in name_list:
         sets = catalog.registered()[name]
         for params in sets if configs == "all" else sets[:configs]:
@@ -189,12 +191,67 @@ def cpu_killers(name_list, m: Mutant, built: dict, configs="all") -> tuple:
         return "compile", failed[0]
     same = [lens.same_code(k.ptx, catalog.compile(name, target, **params).ptx)
             for (name, params, target), k in ((origin[key], k) for key, k in cache.items()) if not isinstance(k, str)]
-    if same and all(same):
+    originals = [catalog.compile(name, target, **params).ptx
+                 for (name, params, target), k in ((origin[key], k) for key, k in cache.items()) if not isinstance(k, str)]
+    if configs == "all" and same and all(same) and compiled_anywhere(m, originals):
         return SAME, f"the PTX of all {len(same)} configurations compiled equals the kernel's (locations aside)"
+    if program_kill is not None:
+        return "program", program_kill
     return None, ""
 
 
 SAME = "same code"         # a mutant that compiles to the kernel's very PTX everywhere: equivalent, no test can kill it
+
+
+def mutated_lines(m: Mutant):
+    """(file path relative to the repository, [line, ...]) of the lines the mutant changes or removes, in the
+    package's file."""
+    modname, fname = m.unit.rsplit(".", 1)
+    start = inspect.getsourcelines(getattr(sys.modules[modname], fname).fn)[1]
+    path = Path(sys.modules[modname].__file__).resolve().relative_to(ROOT).as_posix()
+    out = []
+    for hunk in re.finditer(r"^@@ -(\d+)[^\n]*\n((?:[ +-][^\n]*\n?)*)", m.diff, re.M):
+        line = int(hunk.group(1))
+        for text in hunk.group(2).splitlines():
+            if text.startswith("-"):
+                out.append(start + line - 1)
+            if not text.startswith("+"):
+                line += 1
+    return path, out
+
+
+def _under_a_branch(m: Mutant, lines) -> bool:
+    """Whether one of ``lines`` lies inside an ``if`` / ``elif`` / ``else`` block of the unit's source."""
+    modname, fname = m.unit.rsplit(".", 1)
+    src, start = inspect.getsourcelines(getattr(sys.modules[modname], fname).fn)
+    for line in lines:
+        i = line - start
+        indent = len(src[i]) - len(src[i].lstrip())
+        for above in reversed(src[:i]):
+            code = above.split("#")[0].rstrip()
+            if not code.strip():
+                continue
+            ind = len(code) - len(code.lstrip())
+            if ind < indent:
+                if code.lstrip().startswith(("if ", "elif ", "else")):
+                    return True
+                indent = ind
+    return False
+
+
+def compiled_anywhere(m: Mutant, ptxs) -> bool:
+    """Whether a line the mutant changes is live in the configurations compiled: a ``.loc`` of ``ptxs`` names it, or
+    it lies in no ``if`` block (constexpr arithmetic and layouts leave no ``.loc`` but always run). A line in a
+    branch that no ``.loc`` names may be dead in every configuration (a constexpr the catalog never sets): then the
+    same PTX proves nothing, and the mutant is no equivalent."""
+    path, lines = mutated_lines(m)
+    if lines and not _under_a_branch(m, lines):
+        return True
+    for ptx in ptxs:
+        files = {n for n, f in re.findall(r'^\s*\.file\s+(\d+)\s+"([^"]+)"', ptx, re.M) if f.endswith(path)}
+        if any(n in files and int(ln) in lines for n, ln in re.findall(r"^\s*\.loc\s+(\d+)\s+(\d+)", ptx, re.M)):
+            return True
+    return False
 
 
 def models() -> list:
@@ -284,6 +341,8 @@ def run_gpu_tests(m: Mutant, name_list, mutant_file: Path, timeout: int = 300) -
         return False, "no GPU test names it"
     killed, detail = _pytest(["-m", "gpu"] + files, mutant_file, timeout,
                              f"GPU tests timed out after {timeout} s (a hang is a kill)")
+    if not killed and " passed" not in detail:              # every test skipped: nothing ran
+        return False, f"GPU tests did not run: {detail} ({', '.join(Path(f).name for f in files)})"
     return killed, detail if killed else f"GPU tests passed: {detail} ({', '.join(Path(f).name for f in files)})"
 
 
@@ -460,7 +519,10 @@ def rerun(previous: dict, gpu: bool, budget_s: float | None = None, recheck: boo
         i, names, m, path = job
         if budget_s is not None and time.time() - t0 > budget_s:
             return i, [m.unit, m.kernel, m.operator, m.site, "survived", None, "tests not run (time budget)", m.diff]
-        killed, detail = run_gpu_tests(m, names, path) if gpu else run_tests(m, names, path)
+        try:
+            killed, detail = run_gpu_tests(m, names, path) if gpu else run_tests(m, names, path)
+        except HarnessError as exc:                      # no verdict: recorded as not run, with pytest's line
+            return i, [m.unit, m.kernel, m.operator, m.site, "survived", None, f"tests not run: {exc}", m.diff]
         return i, [m.unit, m.kernel, m.operator, m.site, "killed" if killed else "survived",
                    ("gpu tests" if gpu else "tests") if killed else None, detail, m.diff]
 

@@ -1,18 +1,21 @@
 """The kernel's own program, run on the CPU: the tie by program.
 
 A Gluon kernel is a Python function. :func:`run` runs its source (and the partitions, helpers and aggregate
-methods it calls) in plain Python, once per CTA of the cluster, with the Gluon builtins replaced by recorders:
-``mbarrier.wait(bar, phase)`` records ``wait=0`` or ``wait=1``, ``tma.async_load`` records ``tma_load``, an op
-whose ``pred`` is false records nothing, and every tensor is an opaque value that absorbs whatever is done to
-it. Loops run with the runtime sizes the protocol model was built for (``Protocol.runtime``), so the result is
-the exact sequence of barrier operations each (CTA, partition) performs, parities included, in the kinds of
-:func:`agreement.model_sequences`.
+methods it calls) in plain Python for one CTA of the cluster, with the Gluon builtins replaced by recorders:
+``mbarrier.wait(bar, phase)`` records ``wait=0`` or ``wait=1``, ``tma.async_load`` records ``tma_load>N`` (N the
+CTAs it lands in), an op whose ``pred`` is false records nothing, and every tensor is an opaque value that absorbs
+whatever is done to it. Loops run with the runtime sizes the protocol model was built for (``Protocol.runtime``,
+which may also set a constexpr, e.g. the tile stream's CHECK path), so the result is the sequence of barrier
+operations that CTA's partitions perform, parities included, in the kinds of :func:`agreement.model_sequences`
+with ``data=True``. (An arrive of Gluon's own is not resolved to the CTAs it reaches; the fences the compiler
+adds are not seen.)
 
-:func:`tie` compares that with the model, op for op. The PTX ties (:func:`agreement.compare`,
+:func:`tie` compares CTA 0's program with the model, op for op. The PTX ties (:func:`agreement.compare`,
 :func:`agreement.order`) cannot see a parity the kernel computes at run time (it is a register) nor the order
 of operations across two turns of a loop; this one sees both, because it runs the loops. What it cannot see is
-what the compiler does with the source: that is what the PTX ties are for. A branch on a tensor (a value only
-the GPU knows) is refused with the line that makes it.
+what the compiler does with the source: that is what the PTX ties are for (and why the mutation harness calls a
+mutant whose PTX is the kernel's equivalent before it asks this tie). A branch on a tensor (a value only the GPU
+knows) is refused with the line that makes it.
 """
 from __future__ import annotations
 
@@ -233,8 +236,8 @@ def _builtins(tr: Tracer) -> dict:
         rec("wgmma")
         return OPAQUE
 
-    def wgmma_wait(n=0, deps=(), **kw):
-        rec(f"wgmma_wait({_known(n, 'a wgmma wait depth')})")
+    def wgmma_wait(num_outstanding=0, deps=(), **kw):
+        rec(f"wgmma_wait({_known(num_outstanding, 'a wgmma wait depth')})")
         return [OPAQUE] * len(deps) if len(deps) > 1 else OPAQUE
 
     def cluster_barrier(relaxed=False, **kw):
@@ -406,8 +409,8 @@ def kernel_arguments(protocol: Protocol, fn=None) -> tuple:
 def run(protocol: Protocol, cta: int = 0, fn=None, everything: bool = True) -> dict:
     """{partition: [kind, ...]}: what CTA ``cta`` of the protocol's kernel does, op by op, run on the CPU
     (``fn``: the jit function to run instead of the catalog's, e.g. a mutant). With ``everything=False`` only the
-    kinds a model has; else also what :data:`RULES` read, marked ``~`` (fences, CTA barriers, the generic
-    proxy's shared-memory accesses, the async proxy's reads)."""
+    kinds a model has; else also, marked ``~``, the fences, CTA barriers, the generic proxy's shared-memory
+    accesses and the async proxy's reads (what :data:`RULES` read)."""
     fn, args = kernel_arguments(protocol, fn)
     tr = Tracer(protocol.num_ctas, cta, protocol.runtime.get("_grid", 1), protocol.runtime.get("_clc_tiles", ()))
     names = _builtins(tr)
@@ -422,14 +425,14 @@ def _same(model_kind: str, kind: str) -> bool:
 
 
 RULES = {   # what the PTX memory model asks of a CTA's own accesses, which the protocol models do not follow
-    "proxy": ("~generic write", "~fence", "~async read",
-              "shared memory written by the generic proxy is read by the async proxy (a TMA store, an MMA) with no "
-              "fence_async_shared between (PTX ISA, Memory Consistency Model: proxies; fence.proxy.async)"),
-    "cta barrier": (("~generic write", "~generic read"), "~cta barrier", "~release",
+    "cta barrier": (("~generic write", "~generic read"), ("~cta barrier", "cluster_barrier"), "~release",
                     "release_arrive (thread 0) releases shared-memory accesses of the whole CTA with no gl.barrier() "
                     "before it: the other threads' accesses are not ordered before the release (PTX ISA, Memory "
                     "Consistency Model: causality order, release patterns; bar.sync)"),
 }
+# No rule for the proxy fence (fence_async_shared between a generic-proxy write and an async-proxy read): Triton 3.9's
+# proxy-fence pass (add_proxy_fence_insertion in make_llir) inserts fence.proxy.async itself where a kernel leaves it
+# out, so a kernel without one is not wrong, and a rule on the source would call it so.
 
 
 def rule_problems(seq) -> list:
@@ -438,11 +441,12 @@ def rule_problems(seq) -> list:
     out = []
     for name, (access, order, use, what) in RULES.items():
         access = (access,) if isinstance(access, str) else access
+        order = (order,) if isinstance(order, str) else order
         pending = None
         for i, k in enumerate(seq):
             if k in access:
                 pending = i
-            elif k == order:
+            elif k in order:
                 pending = None
             elif k == use and pending is not None:
                 out.append((i, name, what))
@@ -455,12 +459,21 @@ def _visible(seq):
 
 
 def _runs(seq):
-    """``seq`` with each run of reads (or of writes) made one: a model reads a buffer slot by slot where the
-    kernel reads it in one load, and the other way round."""
+    """``seq`` with each run of reads (or of writes) made one (a model reads a buffer slot by slot where the
+    kernel reads it in one load, and the other way round) and each run of TMA loads sorted (loads onto one barrier
+    complete its phase in either order)."""
     out = []
     for k in seq:
-        if not (out and k in ("read", "write") and out[-1] == k):
-            out.append(k)
+        if out and k in ("read", "write") and out[-1] == k:
+            continue
+        out.append(k)
+    i = 0
+    while i < len(out):
+        j = i
+        while j < len(out) and out[j].startswith("tma_load"):
+            j += 1
+        out[i:j] = sorted(out[i:j])
+        i = j + 1
     return out
 
 

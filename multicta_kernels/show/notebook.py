@@ -209,7 +209,8 @@ def cpu_survivors(chapter: str, record: str = "mutation_cpu.json", gpu_record: s
         if r["verdict"] == "survived":
             site = r["site"] if len(r["site"]) <= 70 else r["site"][:67] + "..."
             g = on_gpu.get((r["unit"], r["operator"], r["site"]))
-            seen = "not rerun" if g is None else "killed" if g["verdict"] == "killed" else \
+            ran = g is not None and (g["killer"] == "gpu tests" or g["verdict"] == "survived" and g["detail"])
+            seen = "not rerun" if not ran else "killed" if g["killer"] == "gpu tests" else \
                 "not run (needs tcgen05)" if g["detail"].startswith("not run") else "passed them"
             rows.append((r["unit"].rsplit(".", 1)[1], r["operator"], site, r["why_cpu_missed"], seen))
     name = html.escape(chapter)
