@@ -184,3 +184,53 @@ def test_same_code_ignores_where_the_source_lives():
     assert elsewhere != ptx and lens.same_code(elsewhere, ptx)
     changed = ptx.replace("barrier.cluster.wait.aligned;", "barrier.cluster.wait;", 1)
     assert not lens.same_code(changed, ptx)
+
+
+_BLOCK = """\
+\tst.shared.v2.b32 \t[%r4+16384], {%r67, %r66};
+\tfence.proxy.async.shared::cta;
+$L__tmp6:
+\tdiv.s32 \t%r132, %r137, %r16;
+\tshl.b32 \t%r39, %r132, 6;
+\tmad.lo.s32 \t%r38, %r5, %r132, %r136;
+\tbar.sync \t0;
+\t@%p22 cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%rd4, {%r38, %r39}], [%r40];
+\tcp.async.bulk.commit_group;
+\tadd.s32 \t%r137, %r137, 1;
+\tsetp.ne.b32 \t%p27, %r6, %r137;
+\t@%p27 bra \t$L__BB0_2;
+"""
+
+
+def _moved(text, line, after):
+    lines = text.splitlines(True)
+    moved = next(ln for ln in lines if line in ln)
+    lines.remove(moved)
+    at = next(i for i, ln in enumerate(lines) if after in ln)
+    lines.insert(at + 1, moved)
+    return "".join(lines)
+
+
+def test_same_schedule_proves_only_what_no_thread_can_tell_apart():
+    """The mutation harness counts a mutant equivalent when its PTX is the kernel's up to independent instructions
+    in another order, or with fences more. Moving a fence past register arithmetic (what Triton 3.9's proxy-fence
+    pass does when the kernel's own fence is dropped) is no change; moving it past a memory operation, a barrier
+    or an instruction that writes a register a later one reads is."""
+    k = _BLOCK
+    assert lens.same_schedule(k, k) == "the same code"
+    assert lens.same_schedule(k, k.replace("$L__tmp6:", "$L__tmp9:")) == "the same code"   # a debug label
+    reordered = _moved(k, "fence.proxy", "mad.lo")                       # past arithmetic: before the bar.sync
+    assert lens.same_schedule(k, reordered) == "the same instructions, only independent ones in another order"
+    assert lens.same_schedule(k, _moved(k, "fence.proxy", "bar.sync")) == ""            # past the barrier
+    assert lens.same_schedule(k, _moved(k, "st.shared", "fence.proxy")) == ""           # the write after the fence
+    assert lens.same_schedule(k, _moved(k, "shl.b32", "bar.sync")).startswith("the same instructions")  # before its reader
+    assert lens.same_schedule(k, _moved(k, "shl.b32", "cp.async.bulk.tensor")) == ""    # its reader: after it
+    assert lens.same_schedule(k, _moved(k, "add.s32", "setp.ne")) == ""                 # the compare reads %r137
+    assert lens.same_schedule(k, k.replace("%r132, 6", "%r131, 6")) == ""               # another register
+    more = _moved(k, "fence.proxy", "mad.lo").replace("commit_group;\n", "commit_group;\n\tfence.proxy.async.shared::cta;\n")
+    assert lens.same_schedule(k, more) == "the kernel's code and 1 more fence"
+    assert lens.same_schedule(k, k.replace("\tfence.proxy.async.shared::cta;\n", "")) == ""  # a fence fewer
+    assert lens.same_schedule(k, k.replace("commit_group;\n", "commit_group;\n\tbar.sync \t0;\n")) == ""  # no fence
+    assert lens.same_schedule(k, k.replace("$L__BB0_2", "$L__BB0_3")) == ""             # another branch target
+    timed = "\tmov.u64 \t%rd9, %globaltimer;\n" + k
+    assert lens.same_schedule(timed, _moved(timed, "globaltimer", "bar.sync")) == ""    # a clock read is no arithmetic

@@ -7,6 +7,7 @@ all to the catalog's kernels. :mod:`multicta_kernels.cli.mutate` builds each mut
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 import difflib
 import inspect
@@ -412,16 +413,24 @@ def mutants(names=None) -> list:
     for (modname, unit), kernels in by_unit.items():
         fn = getattr(sys.modules[modname], unit)
         src = textwrap.dedent(inspect.getsource(fn.fn))
-        seen = set()
+        seen, found = set(), []
         for opname, op in OPERATORS.items():
             for site, new in op(src):
                 if new == src or new in seen:
                     continue
                 seen.add(new)
-                diff = "".join(difflib.unified_diff(src.splitlines(True), new.splitlines(True),
-                                                    f"{unit} (kernel)", f"{unit} (mutant)", n=1))
-                out.append((sorted(set(kernels)), Mutant(",".join(sorted(set(kernels))), f"{modname}.{unit}", opname,
-                                                         site, new, diff)))
+                found.append((opname, site, new))
+        # the same site twice (a line and its twin, e.g. two `multicast=True)` lines): each its own key, in order
+        many = collections.Counter((opname, site) for opname, site, _ in found)
+        nth = collections.Counter()
+        for opname, site, new in found:
+            if many[(opname, site)] > 1:
+                nth[(opname, site)] += 1
+                site = f"{site} ({nth[(opname, site)]} of {many[(opname, site)]})"
+            diff = "".join(difflib.unified_diff(src.splitlines(True), new.splitlines(True),
+                                                f"{unit} (kernel)", f"{unit} (mutant)", n=1))
+            out.append((sorted(set(kernels)), Mutant(",".join(sorted(set(kernels))), f"{modname}.{unit}", opname,
+                                                     site, new, diff)))
     return out
 
 

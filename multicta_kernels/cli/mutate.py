@@ -27,6 +27,7 @@ a GPU). A mutant that compiles and survives everything is a gap in the book's ch
 from __future__ import annotations
 
 import argparse
+import collections
 import dataclasses
 import datetime
 import inspect
@@ -129,8 +130,10 @@ def cpu_killers(name_list, m: Mutant, built: dict, configs="all") -> tuple:
     """(killer, detail) of the in-process killers, cheapest and strongest first, stopping at the first that fails
     the mutant: "census" and "order" (the protocol models of the kernel, at their configurations), then for every
     configuration the catalog lists "compile", "expect" and "init fence"; "no compile" if nothing compiles. Then,
-    with every configuration compiled (``configs="all"``), SAME if the mutant's PTX is the kernel's in all of them
-    (equivalent: the program reads the source, and would call a change the compiler undoes a kill), else "program"
+    with every configuration compiled (``configs="all"``), SAME if the mutant's PTX is the kernel's in all of them,
+    REORDERED or FENCED if it is the kernel's up to independent instructions in another order or fences more
+    (:func:`lens.same_schedule`; equivalent: the program reads the source, and would call a change the compiler
+    undoes a kill), else "program"
     if the tie by program failed it; (None, "") if the mutant survives them all."""
     cache, failed, ok, origin, program_kill = {}, [], 0, {}, None
 
@@ -189,18 +192,24 @@ def cpu_killers(name_list, m: Mutant, built: dict, configs="all") -> tuple:
         return "no compile", failed[0] if failed else "nothing to compile"
     if failed:
         return "compile", failed[0]
-    same = [lens.same_code(k.ptx, catalog.compile(name, target, **params).ptx)
-            for (name, params, target), k in ((origin[key], k) for key, k in cache.items()) if not isinstance(k, str)]
-    originals = [catalog.compile(name, target, **params).ptx
-                 for (name, params, target), k in ((origin[key], k) for key, k in cache.items()) if not isinstance(k, str)]
-    if configs == "all" and same and all(same) and compiled_anywhere(m, originals):
-        return SAME, f"the PTX of all {len(same)} configurations compiled equals the kernel's (locations aside)"
+    pairs = [(catalog.compile(name, target, **params).ptx, k.ptx)
+             for (name, params, target), k in ((origin[key], k) for key, k in cache.items()) if not isinstance(k, str)]
+    why = [lens.same_schedule(kernel, mutant) for kernel, mutant in pairs]
+    if configs == "all" and why and all(why) and compiled_anywhere(m, [kernel for kernel, _ in pairs]):
+        if all(w == "the same code" for w in why):
+            return SAME, f"the PTX of all {len(why)} configurations compiled equals the kernel's (locations aside)"
+        kind = FENCED if any("more fence" in w for w in why) else REORDERED
+        counts = ", ".join(f"{n} {w}" for w, n in sorted(collections.Counter(why).items()))
+        return kind, f"the PTX of the {len(why)} configurations compiled: {counts} (lens.same_schedule)"
     if program_kill is not None:
         return "program", program_kill
     return None, ""
 
 
 SAME = "same code"         # a mutant that compiles to the kernel's very PTX everywhere: equivalent, no test can kill it
+REORDERED = "same order"   # the kernel's instructions, only independent ones moved: every dependent pair in order
+FENCED = "more fences"     # the kernel's code and fences more: a fence only forbids executions, it allows none
+EQUIVALENT = (SAME, REORDERED, FENCED)
 
 
 def mutated_lines(m: Mutant):
@@ -399,7 +408,8 @@ def run(names=None, per_kernel=None, tests=True, gpu=False, configs="all", log=p
 
 
 def _verdict(killer) -> str:
-    return {"no compile": "not compiled", SAME: "equivalent", None: "survived"}.get(killer, "killed")
+    return {"no compile": "not compiled", SAME: "equivalent", REORDERED: "equivalent", FENCED: "equivalent",
+            None: "survived"}.get(killer, "killed")
 
 
 def summary(rows, seconds, per_kernel, tests, gpu, configs) -> dict:
@@ -441,7 +451,7 @@ def main(argv=None) -> int:
     ap.add_argument("--gpu", action="store_true", help="run the CPU survivors against the GPU tests (needs a GPU)")
     ap.add_argument("--from", dest="source", help="rerun only the survivors recorded in this JSON: against the CPU tests,"
                     " or with --gpu the GPU tests")
-    ap.add_argument("--recheck", action="store_true", help="with --from: the survivors against this version's "
+    ap.add_argument("--recheck", action="store_true", help="with --from: the survivors (and the program's kills) against this version's "
                     "in-process killers")
     ap.add_argument("--jobs", type=int, default=1, help="with --from: test runs at once (each a pytest process)")
     ap.add_argument("--budget", type=float, default=None, help="with --from: seconds after which no new test run starts")
@@ -485,16 +495,31 @@ def rerun(previous: dict, gpu: bool, budget_s: float | None = None, recheck: boo
           jobs: int = 1) -> dict:
     """A recorded run with its survivors run again: against the CPU tests (``gpu=False``: the pytest killer of a run
     made with ``--no-tests``), the GPU tests, or (``recheck``) the in-process killers of this version. Killed rows are kept as recorded. ``budget_s``: stop starting new
-    pytest runs after this many seconds (the rest stay survivors, their detail says so)."""
+    pytest runs after this many seconds (the rest stay survivors, their detail says so). A recheck also runs the
+    rows the program killed: that verdict comes after the equivalence check (:func:`cpu_killers`), so a sharper
+    equivalence can take it back; the killers decided before it cannot change."""
     folder = Path(tempfile.mkdtemp(prefix="mutants_"))
     rows, t0, pending = [], time.time(), []
     col = {c: i for i, c in enumerate(previous["columns"])}
     cat = {m.key: (names, m) for names, m in mutants()}
+    assert len(cat) == len(mutants()), "two mutants share a key"
+    twins = collections.Counter()
     for n, row in enumerate(previous["rows"]):
-        if row[col["verdict"]] != "survived":
+        key = f"{row[col['unit']]} | {row[col['operator']]} | {row[col['site']]}"
+        renamed = False
+        if key not in cat:          # a record from before twins had keys of their own: the k-th row is the k-th twin
+            twins[key] += 1
+            count = sum(1 for k in cat if re.fullmatch(re.escape(key) + r" \(\d+ of \d+\)", k))
+            twin = f"{key} ({twins[key]} of {count})"
+            if twin in cat:
+                key, renamed = twin, True
+                row = row[:col["site"]] + [cat[key][1].site] + row[col["site"] + 1:]
+        # a recheck runs the program's kills again (decided after the equivalence check, which a sharper one can
+        # take back) and every twin of a record whose reruns ran one twin under both names
+        again = recheck and (row[col["killer"]] == "program" or renamed)
+        if row[col["verdict"]] != "survived" and not again:
             rows.append(row)
             continue
-        key = f"{row[col['unit']]} | {row[col['operator']]} | {row[col['site']]}"
         if key not in cat:
             rows.append(row[:4] + ["survived", None, "mutant no longer generated", row[col["diff"]]])
             continue

@@ -30,12 +30,156 @@ def code(ptx: str) -> str:
             continue
         if not _DEBUG.match(line):
             out.append(line.split("//")[0].rstrip())
-    return "\n".join(ln for ln in out if ln)
+    out = [ln for ln in out if ln]
+    # a label no instruction names marks a source location for the debug sections (``$L__tmp7:``): where it lies
+    # says nothing about the code, and its number shifts when a statement that emits no code moves
+    text = "\n".join(ln for ln in out if not ln.strip().endswith(":") or ln.strip()[:-1].startswith("$L__BB"))
+    used = set(re.findall(r"\$L__\w+", text))
+    return "\n".join(ln for ln in out if not (ln.strip().endswith(":") and ln.strip()[:-1].startswith("$L__tmp")
+                                           and ln.strip()[:-1] not in used))
 
 
 def same_code(a: str, b: str) -> bool:
     """Whether two PTX texts are the same kernel: equal :func:`code`."""
     return code(a) == code(b)
+
+
+# Instructions that read their source registers and write their first operand, and touch nothing else: no memory,
+# no other thread, no state that changes by itself (``%clock`` and ``%globaltimer`` do; a ``.cc`` carry is state).
+_PURE = {"mov", "add", "sub", "mul", "mad", "div", "rem", "shl", "shr", "and", "or", "xor", "not", "cnot", "cvt",
+         "cvta", "setp", "selp", "min", "max", "neg", "abs", "bfe", "bfi", "prmt", "popc", "clz", "brev", "lop3",
+         "fma", "rcp", "sqrt", "rsqrt", "ex2", "lg2", "copysign", "set"}
+_END = {"bra", "ret", "exit", "trap", "call", "brx"}
+_REG = re.compile(r"%[A-Za-z_][\w.]*")
+
+
+def _pure(text: str) -> bool:
+    op = text.split(None, 1)[0].rstrip(";")
+    base = op.split(".")[0]
+    return (base in _PURE and ".cc" not in op and not text.startswith("@")
+            and not any(v in text for v in ("%clock", "%globaltimer", "%warpid", "%smid", "%pm")))
+
+
+def _first_operand(text: str) -> tuple:
+    """(the destination operand, the rest) of an instruction: the first comma outside braces splits them."""
+    ops = text.split(None, 1)[1] if " " in text else ""
+    depth = 0
+    for k, ch in enumerate(ops):
+        depth += ch == "{"
+        depth -= ch == "}"
+        if ch == "," and not depth:
+            return ops[:k], ops[k + 1:]
+    return ops, ""
+
+
+def _blocks(ptx: str):
+    """The straight-line blocks of :func:`code`: runs of instructions that no label, directive, brace or branch
+    interrupts; everything else as a block of its own."""
+    block = []
+    for line in code(ptx).splitlines():
+        text = line.strip()
+        if _SKIP.match(line):
+            if block:
+                yield block
+            block = []
+            yield [text]
+            continue
+        block.append(text)
+        op = (text.split(None, 1)[1] if text.startswith("@") and " " in text else text).split(None, 1)[0]
+        if op.rstrip(";").split(".")[0] in _END:
+            yield block
+            block = []
+    if block:
+        yield block
+
+
+def _canonical(block: list) -> list:
+    """One fixed order of a straight-line block that keeps every dependent pair in the block's order: a pure
+    instruction after the last writer and the readers of what it reads or writes; everything else (memory,
+    fences, barriers, synchronisation, predicated instructions) also after every earlier one of its kind, and
+    treated as reading and writing each register it names. Of the instructions free to go next, the smallest
+    text goes first, so two blocks that differ only in the order of independent instructions get the same list."""
+    import heapq
+    preds = [set() for _ in block]
+    last_write, readers, last_effect = {}, {}, None
+    for i, text in enumerate(block):
+        regs = _REG.findall(text)
+        if _pure(text):
+            first, rest = _first_operand(text)
+            writes, reads = set(_REG.findall(first)), set(_REG.findall(rest))
+        else:
+            writes = reads = set(regs)
+            if last_effect is not None:
+                preds[i].add(last_effect)
+            last_effect = i
+        for r in reads | writes:
+            if r in last_write:
+                preds[i].add(last_write[r])
+        for r in writes:
+            preds[i].update(readers.get(r, ()))
+        for r in reads:
+            readers.setdefault(r, set()).add(i)
+        for r in writes:
+            last_write[r] = i
+            readers[r] = set()
+    preds = [p - {i} for i, p in enumerate(preds)]
+    succs = [[] for _ in block]
+    for i, p in enumerate(preds):
+        for j in p:
+            succs[j].append(i)
+    left = [len(p) for p in preds]
+    ready = [(block[i], i) for i in range(len(block)) if not left[i]]
+    heapq.heapify(ready)
+    out = []
+    while ready:
+        text, i = heapq.heappop(ready)
+        out.append(text)
+        for j in succs[i]:
+            left[j] -= 1
+            if not left[j]:
+                heapq.heappush(ready, (block[j], j))
+    return out
+
+
+def _fence(text: str) -> bool:
+    return text.split(None, 1)[0].startswith("fence.")
+
+
+def same_schedule(kernel: str, other: str) -> str:
+    """Why ``other`` does what ``kernel`` does, or "" if this cannot tell: "the same code" (:func:`same_code`);
+    "the same instructions, only independent ones in another order" (every straight-line block holds the same
+    instructions, each pair that shares a register or touches memory, a barrier or a fence in the same order, so
+    no thread can tell the two apart); or "the kernel's code and N more fences" (the same after deleting fences
+    that ``kernel`` does not have: in the PTX ISA's "Memory Consistency Model" a fence only adds to the orders an
+    execution must respect, "membar/fence" and "Causality Order", so every execution ``other`` allows, ``kernel``
+    allows too: slower at most). Register names must match: a renumbered register is no proof, and then the
+    answer is ""."""
+    validate.text(kernel, "kernel")
+    validate.text(other, "other")
+    if same_code(kernel, other):
+        return "the same code"
+    a = [_canonical(b) for b in _blocks(kernel)]
+    b = [_canonical(x) for x in _blocks(other)]
+    if a == b:
+        return "the same instructions, only independent ones in another order"
+    import itertools
+    ka = collections.Counter(t for blk in a for t in blk)
+    kb = collections.Counter(t for blk in b for t in blk)
+    extra = kb - ka
+    if not extra or ka - kb or not all(_fence(t) for t in extra):
+        return ""
+    flat = [(i, j) for i, blk in enumerate(b) for j, t in enumerate(blk) if t in extra]
+    n = sum(extra.values())
+    combos = itertools.combinations(flat, n)
+    for drop in itertools.islice(combos, 500):
+        drop = set(drop)
+        if collections.Counter(b[i][j] for i, j in drop) != extra:
+            continue
+        trimmed = [[t for j, t in enumerate(blk) if (i, j) not in drop] for i, blk in enumerate(b)]
+        trimmed = [blk for blk in trimmed if blk]
+        if [_canonical(x) for x in trimmed] == [blk for blk in a if blk]:
+            return f"the kernel's code and {n} more fence{'s' if n > 1 else ''}"
+    return ""
 
 
 _SKIP = re.compile(r"^\s*($|//|\.|\{|\}|\)|\(|[\w$]+:)")

@@ -179,7 +179,7 @@ def cpu_survivors(chapter: str, record: str = "mutation_cpu.json", gpu_record: s
     """The mutants of one chapter's kernels that no CPU check killed, from the recorded mutation run
     (``results/mutation_cpu.json``, ``python -m multicta_kernels.cli.mutate``), each with why a CPU misses it and
     what the GPU tests made of it on the H200 (``results/h200/mutation_gpu.json``, the same harness with
-    ``--gpu``), after one line of counts: compiled, killed on the CPU, equivalent (the kernel's very PTX).
+    ``--gpu``), after one line of counts: compiled, killed on the CPU, equivalent (``lens.same_schedule``).
     ``chapter``: the chapter module's name ("barriers", "multicast", ...); a shared helper's survivors are listed in
     every chapter whose kernels call it."""
     from IPython.display import HTML
@@ -215,7 +215,8 @@ def cpu_survivors(chapter: str, record: str = "mutation_cpu.json", gpu_record: s
             rows.append((r["unit"].rsplit(".", 1)[1], r["operator"], site, r["why_cpu_missed"], seen))
     name = html.escape(chapter)
     head = (f"<p>{count['compiled']} compiled mutants of the kernels of {name}.py: {count['killed']} killed on a CPU, "
-            f"{count['equivalent']} equivalent (they compile to the kernel's very PTX), "
+            f"{count['equivalent']} equivalent (the kernel's PTX, up to independent instructions in another order or a "
+            f"fence more), "
             f"{len(rows)} left for the GPU tests.</p>")
     if not count["compiled"]:
         return HTML(f"<p>The mutation operators find nothing to break in the kernels of {name}.py (no barrier operations).</p>")
