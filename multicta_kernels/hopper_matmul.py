@@ -28,7 +28,7 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia import hopper
 from triton.experimental.gluon.language.nvidia.hopper import CachePolicy, FractionalEvictionPolicy, mbarrier, tma
 
-from .core import validate
+from .core import hardware, validate
 from .core.dtypes import DTYPES
 from .core.hardware import SMEM_PER_CTA, WGMMA
 from .core.occupancy import max_clusters
@@ -385,28 +385,55 @@ def plan(M, N, K, dtype, **options) -> HopperPlan:
 CONFIG = options(HopperPlan)      # the options and their defaults, read from the plan's fields
 
 
-# With no options, the wrapper picks by K (pick_config). At short K a tile is only a few K steps and its epilogue
+# With no options, the wrapper picks by K and by shape (pick_config). At short K a tile is only a few K steps and its epilogue
 # (the C store above all) is a large share of it: measured by copies of the kernel without the epilogue
 # (tools/explore_hopper_matmul.py --diagnose). There two consumers take turns (ping-pong, 128 x 128 each), so one
 # stores while the other multiplies, with the L2 hints on: the fastest of our configurations at K = 512 in both
 # recorded runs (results/h200/hopper_matmul*.json), and slower than the 1-CTA kernel at K = 4096.
 SHORT_K = 512
 SHORT_K_CONFIG = dict(num_ctas=1, consumers=2, block_m=128, block_n=128, stages=5, l2_hints=True)
+# The same ping-pong where it balances the SMs' work much better than the default does. A persistent CTA walks
+# ceil(tiles / SMs) tiles while the average is tiles / SMs; the ratio of the two is the share of the last round
+# that does work. The ping-pong's 128 x 128 tiles are half the size of the default's 128 x 256, so its rounds are
+# finer; but its tile costs more per FLOP (1.02x to 1.19x at K >= 3072 in the recorded runs, where the balance is
+# the same), so it is picked only where its balance is better by PINGPONG_GAIN: at 768 x 8192 x 4096 (192 tiles
+# on 132 SMs) it ran 1.24x faster than the default, at 3072^3 1.13x, at 128 x 14336 x 4096 (56 tiles) 1.3x;
+# at 4096 x 3584 x 18944 (balance 1.14x better) the default was faster (results/h200/hopper_matmul_shapes.json).
+PINGPONG_GAIN = 1.2
 
 
-def pick_config(K: int) -> dict:
-    """The options ``hopper_matmul(a, b)`` uses when given none: SHORT_K_CONFIG up to K = SHORT_K, else CONFIG."""
-    return dict(SHORT_K_CONFIG) if K <= SHORT_K else {}
+def balance(tiles: int, sms: int) -> float:
+    """The share of a persistent kernel's last round of tiles that does work: (tiles / sms) / ceil(tiles / sms)."""
+    validate.count(tiles, "tiles", high=1 << 40)
+    validate.count(sms, "sms", high=1 << 20)
+    return tiles / (sms * math.ceil(tiles / sms))
+
+
+def pick_config(K: int, M: int | None = None, N: int | None = None, sms: int | None = None) -> dict:
+    """The options ``hopper_matmul(a, b)`` uses when given none: SHORT_K_CONFIG up to K = SHORT_K, or (with the
+    shape and the GPU's SM count) where its tiles balance the SMs PINGPONG_GAIN times better than the default's
+    (:func:`balance`); else CONFIG."""
+    validate.count(K, "K", high=1 << 31)
+    for v, name in ((M, "M"), (N, "N"), (sms, "sms")):
+        validate.optional_count(v, name, high=1 << 31)
+    if K <= SHORT_K:
+        return dict(SHORT_K_CONFIG)
+    if M is not None and N is not None and sms is not None:
+        default = math.ceil(M / CONFIG["block_m"]) * math.ceil(N / CONFIG["block_n"])
+        pingpong = math.ceil(M / SHORT_K_CONFIG["block_m"]) * math.ceil(N / SHORT_K_CONFIG["block_n"])
+        if balance(pingpong, sms) >= PINGPONG_GAIN * balance(default, sms):
+            return dict(SHORT_K_CONFIG)
+    return {}
 
 
 def prepare(a, b, out=None, *, programs: int | None = None, **config):
     """Validate once, build the TMA descriptors once, compile, size the grid, and return ``launch()``,
     which only launches (what a benchmark should time: the timer then sees the GPU, not the Python front).
     ``launch.grid`` is the number of clusters. Options: see CONFIG and ``hopper_matmul``; with none,
-    ``pick_config(K)`` chooses."""
+    ``pick_config(K, M, N, SMs)`` chooses."""
     validate.optional_count(programs, "programs", high=1 << 20)
     M, N, K = check_operands(a, b)
-    p = plan(M, N, K, gl_dtype(a), **(config or pick_config(K)))
+    p = plan(M, N, K, gl_dtype(a), **(config or pick_config(K, M, N, hardware.device().sms)))
     call = prepare_matmul(a, b, out, p, WGMMA, "hopper_matmul")
     tiles = math.ceil(call.M / p.tile_m) * math.ceil(call.N / p.block_n)
     args = dict(a_desc=call.a_desc, b_desc=call.b_desc, c_desc=call.c_desc, M=call.M, N=call.N, K=call.K,
@@ -430,7 +457,7 @@ def hopper_matmul(a, b, out=None, *, programs: int | None = None, **config):
     block_m/block_n/block_k (per-CTA tile), stages, num_ctas (CTAs per cluster sharing B by multicast),
     minor_dim/tile_width (planar-snake order), epilogue_n (store slice width), consumers (2 = ping-pong),
     warp_specialize, persistent (as many clusters as fit on the GPU at once, or one per tile), l2_hints
-    (evict_last on A and B, evict_first on C). With no options, ``pick_config(K)`` chooses.
+    (evict_last on A and B, evict_first on C). With no options, ``pick_config(K, M, N, SMs)`` chooses.
     ``programs`` overrides the number of clusters launched."""
     return prepare(a, b, out, programs=programs, **config)()
 
@@ -539,7 +566,7 @@ def mma_peak_kernel(out_ptr, ITERS, a_layout: gl.constexpr, b_layout: gl.constex
 # ---------------------------------------------------------------------------------- the benchmark
 
 VARIANTS = {            # the configurations the benchmark sweeps (a small, honest config table)
-    "picked by K": {},                                  # no options: pick_config(K) chooses one of the two below
+    "picked by K": {},                                  # no options: pick_config chooses (by K at M = N = 8192)
     "1-CTA": dict(num_ctas=1),
     "2-CTA": dict(num_ctas=2),
     "4-CTA": dict(num_ctas=4),

@@ -179,6 +179,18 @@ def test_l2_hints_put_a_cache_policy_on_every_tma_instruction():
 def test_the_wrapper_picks_the_short_k_configuration_only_up_to_short_k():
     assert hm.pick_config(hm.SHORT_K) == hm.SHORT_K_CONFIG == hm.VARIANTS["ping-pong 128x128, L2 hints"]
     assert hm.pick_config(hm.SHORT_K + 8) == {}
+    # by shape: where the ping-pong's 128 x 128 tiles balance the SMs PINGPONG_GAIN times better than the
+    # default's 128 x 256; the chapter's 8192 x 8192 shapes keep the default
+    assert hm.pick_config(4096, 8192, 8192, sms=132) == {}
+    assert hm.pick_config(4096, 2048, 2048, sms=132) == {}                   # 128 tiles on 132 SMs: level
+    assert hm.pick_config(4096, 1024, 1024, sms=132) == hm.SHORT_K_CONFIG    # 32 tiles or 64: 0.24 or 0.48
+    assert hm.pick_config(4096, 768, 8192, sms=132) == hm.SHORT_K_CONFIG     # 192 tiles: 0.73; 384: 0.97
+    assert hm.pick_config(18944, 4096, 3584, sms=132) == {}                  # 0.85 or 0.97: not enough
+    assert hm.pick_config(4096, 1536, 1536, sms=132) == {}                   # 72 or 144 tiles: 0.55 both
+    assert hm.balance(288, 132) == 288 / 396
+    assert hm.pick_config(4096, 1024, 1024) == {}                            # no SM count (a dry run): by K
+    with pytest.raises(ValueError, match="sms must be"):
+        hm.pick_config(4096, 1024, 1024, sms=0)
     p = hm.plan(8192, 8192, hm.SHORT_K, dtypes.DTYPES["float16"].gl, **{**hm.CONFIG, **hm.SHORT_K_CONFIG})
     assert (p.consumers, p.block_m, p.block_n, p.l2_hints) == (2, 128, 128, True)
     with pytest.raises(TypeError, match="l2_hints must be True or False, got 'yes'"):
@@ -201,3 +213,22 @@ def test_a_plans_fields_are_its_options(module, plan_class):
     assert isinstance(p, cls) and all(getattr(p, k) == v for k, v in mod.CONFIG.items() if v is not None)
     with pytest.raises(TypeError, match=r"unknown options \['tile'\]; known: \[.*'block_k'"):
         mod.plan(8192, 8192, 4096, DTYPES["float16"].gl, tile=3)
+
+
+def test_the_held_out_shapes_are_outside_the_chapters_sweep_and_plan():
+    """``bench hopper-matmul-shapes`` holds the wrapper to shapes it was not tuned on: none is one of the chapter's
+    own K sweep (M = N = 8192, K = 512 ... 16384) or its layer shapes, and every configuration it times plans every shape."""
+    from triton.experimental.gluon import language as gl
+    own = {(8192, 8192, k) for k in (512, 1024, 2048, 4096, 8192, 16384)} | set(hm.MODEL_SHAPES)
+    sets = [set(hm_bench.HELD_OUT_SHAPES), set(hm_bench.CHOSE_SHAPES), set(hm_bench.FRESH_SHAPES)]
+    assert not own & set.union(*sets) and sum(map(len, sets)) == len(set.union(*sets))
+    picks = [bool(hm.pick_config(K, M, N, sms=132)) for M, N, K in hm_bench.FRESH_SHAPES]
+    assert any(picks) and not all(picks)                          # both sides of the rule's threshold
+    assert {m for m, _, _ in hm_bench.HELD_OUT_SHAPES} >= {128, 512, 16384}     # decode-sized M and a 16K square
+    for M, N, K in hm_bench.HELD_OUT_SHAPES + hm_bench.CHOSE_SHAPES + hm_bench.FRESH_SHAPES:
+        for cfg in hm_bench.SHAPE_VARIANTS.values():
+            hm.plan(M, N, K, gl.float16, **(cfg or hm.pick_config(K)))
+    if not hardware.has(hardware.WGMMA):
+        from multicta_kernels.core.hardware import UnsupportedHardwareError
+        with pytest.raises(UnsupportedHardwareError, match="hopper-matmul-shapes benchmark"):
+            hm_bench.shapes_benchmark(quick=True, log=lambda *_: None)

@@ -6,6 +6,8 @@ ceiling, layer shapes of real models, bf16; and the L2 traffic of each step thro
 """
 from __future__ import annotations
 
+import math
+
 from triton.experimental.gluon import language as gl
 
 from .. import hopper_matmul as hm
@@ -67,6 +69,63 @@ def benchmark(quick: bool = False, log=print) -> dict:
             "ceilings": {"wgmma_fp16_tflops": round(peak, 1),
                          "cublas_fp16_tflops": {f"{r[0]}x{r[1]}x{r[2]}": r[-2] for r in rows}},
             "columns": columns, "rows": rows, "tables": tables}
+
+
+# Shapes outside the chapter's own sweep (M = N = 8192, K = 512 ... 16384) and layer shapes (MODEL_SHAPES): squares
+# from 1K to 16K, short and odd K at 8192 x 8192, layers of other models at 4096 tokens (Llama-2-7B's MLP 11008,
+# Qwen2-7B's hidden 3584 and MLP 18944, Llama-3-8B's fused gate and up projection 28672), and decode-sized
+# batches (M = 128 and 512 tokens) of Llama-3-8B's layers.
+HELD_OUT_SHAPES = ([(n, n, n) for n in (1024, 2048, 4096, 16384)]
+                   + [(8192, 8192, k) for k in (256, 768, 3072)]
+                   + [(4096, 11008, 4096), (4096, 4096, 11008), (4096, 18944, 3584), (4096, 3584, 18944),
+                      (4096, 28672, 4096), (512, 6144, 4096), (128, 14336, 4096), (128, 4096, 14336)])
+# The shapes of the first two runs chose pick_config's rule by shape (PINGPONG_GAIN): HELD_OUT_SHAPES and
+# CHOSE_SHAPES. FRESH_SHAPES played no part in it: a check of the rule, on both sides of its threshold.
+CHOSE_SHAPES = [(256, 8192, 8192), (1024, 2048, 8192), (384, 5120, 5120), (1536, 1536, 1536), (3072, 3072, 3072),
+                (768, 8192, 4096)]
+FRESH_SHAPES = [(2560, 2560, 2560), (640, 8192, 8192), (3584, 3584, 4096), (2048, 5120, 4096), (6144, 6144, 2048),
+                (1024, 16384, 2048)]
+# The wrapper's own choice (no options: pick_config), and the other configurations a better pick could take.
+SHAPE_VARIANTS = {"picked": {}, "1-CTA": hm.VARIANTS["1-CTA"], "2-CTA": hm.VARIANTS["2-CTA"],
+                  "ping-pong 128x128, L2 hints": hm.VARIANTS["ping-pong 128x128, L2 hints"]}
+
+
+def shapes_benchmark(quick: bool = False, log=print) -> dict:
+    """``hopper_matmul(a, b)`` as a user calls it (no options: ``pick_config``) at HELD_OUT_SHAPES, fp16 and bf16,
+    against cuBLAS and torch.matmul in the same run, with the other SHAPE_VARIANTS beside it (what a pick by
+    shape could reach). Every output is checked against cuBLAS's before anything is timed (``matmul_sweep``)."""
+    from ..core import hardware
+    require(WGMMA, "the hopper-matmul-shapes benchmark")
+    shapes = [(1024, 1024, 1024), (2048, 2048, 2048), (128, 14336, 4096)] if quick else HELD_OUT_SHAPES + CHOSE_SHAPES + FRESH_SHAPES
+    sms = hardware.device().sms
+    columns, rows = None, []
+    for dtype in ("float16", "bfloat16"):
+        c, r = sweeps.matmul_sweep(_variants(list(SHAPE_VARIANTS), SHAPE_VARIANTS), shapes, log,
+                                   "hopper-matmul-shapes", dtype)
+        columns = c + ["dtype", "picked_vs_best_baseline", "best_ours_vs_best_baseline", "pick", "fresh"]
+        for row in r:
+            d = dict(zip(c, row))
+            base = max(d[b] for b in hm.BASELINES)
+            ours = max(d[f"{n}_tflops"] for n in SHAPE_VARIANTS)
+            pick = hm.pick_config(d["K"], d["M"], d["N"], sms)
+            rows.append(row + [dtype, round(d["picked_tflops"] / base, 4), round(ours / base, 4),
+                               "ping-pong 128x128, L2 hints" if pick else "default (128x256)",
+                               (d["M"], d["N"], d["K"]) in FRESH_SHAPES])
+    ratios = [dict(zip(columns, row))["picked_vs_best_baseline"] for row in rows]
+    geo = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
+    log(f"[hopper-matmul-shapes] picked / better baseline: geometric mean {geo:.3f}, min {min(ratios):.3f}")
+    return {"method": {"timer": "triton.testing.do_bench (L2 flushed before each call; CUDA events)",
+                       "statistic": f"median of each timing; best of {sweeps.SWEEP_PASSES} passes",
+                       "passes": sweeps.SWEEP_METHOD, "dtype": "float16 and bfloat16 in and out, fp32 accumulation",
+                       "launch": "prepare(): validated, compiled and descriptors built once; the timer sees launches",
+                       "variants": SHAPE_VARIANTS, "pick": {"short_k": hm.SHORT_K, "short_k_config": hm.SHORT_K_CONFIG,
+                                                            "pingpong_gain": hm.PINGPONG_GAIN, "sms": sms},
+                       "fresh": "shapes that played no part in choosing the pick's rule by shape (FRESH_SHAPES); "
+                                "the others' first runs chose it",
+                       "ratio": "ours / max(cuBLAS, torch.matmul), both measured in the same pass"},
+            "ceilings": {"picked_vs_best_baseline_geomean": round(geo, 4),
+                         "picked_vs_best_baseline_min": min(ratios)},
+            "columns": columns, "rows": rows}
 
 
 # ------------------------------------------------------------------------- L2 bytes, through ncu

@@ -24,6 +24,7 @@ from ..results.store import environment, save
 BENCHMARKS = {
     "softmax": softmax.benchmark,
     "softmax-half": softmax.benchmark_half,
+    "softmax-beyond": softmax.benchmark_beyond,
     "softmax-sweep": softmax.sweep,
     "softmax-sweep-wide": softmax.sweep_wide,
     "softmax-sweep-half": softmax.sweep_half,
@@ -33,6 +34,7 @@ BENCHMARKS = {
     "multicast": multicast.benchmark,
     "clc-matmul": clc_matmul.benchmark,
     "hopper-matmul": hopper_matmul.benchmark,
+    "hopper-matmul-shapes": hopper_matmul.shapes_benchmark,
 }
 
 
