@@ -234,3 +234,31 @@ def test_same_schedule_proves_only_what_no_thread_can_tell_apart():
     assert lens.same_schedule(k, k.replace("$L__BB0_2", "$L__BB0_3")) == ""             # another branch target
     timed = "\tmov.u64 \t%rd9, %globaltimer;\n" + k
     assert lens.same_schedule(timed, _moved(timed, "globaltimer", "bar.sync")) == ""    # a clock read is no arithmetic
+
+
+def test_same_schedule_refuses_what_it_cannot_follow():
+    """A fresh-eyes review found four ways the reader once called a change equivalent that a thread could see;
+    each is refused now: registers an inline-assembly scope declares without a %, a register an asynchronous
+    operation is still writing (a tcgen05.ld or wgmma result read before its wait), an instruction written with a
+    tab and no spaces, and two instructions on one line."""
+    def moved(lines, order):
+        return "\n".join(lines[i] for i in order)
+    scope = ["{", "{", ".reg .pred p;", "setp.ne.b32 p, %r1, 0;", "@p st.shared.b32 [%r2], %r3;",   # in a body
+             "setp.ne.b32 p, %r4, 0;", "@p st.shared.b32 [%r5], %r6;", "}", "}"]
+    assert lens.same_schedule("\n".join(scope), moved(scope, [0, 1, 2, 3, 5, 4, 6, 7, 8])) == ""
+    tc = ["\ttcgen05.ld.sync.aligned.32x32b.x2.b32 {%r1, %r2}, [%r9 + 0];", "\ttcgen05.wait::ld.sync.aligned;",
+          "\tcvt.rn.bf16x2.f32 \t%r3, %r2, %r1;", "\tst.shared.b32 \t[%r8], %r3;"]
+    assert lens.same_schedule("\n".join(tc), moved(tc, [0, 2, 1, 3])) == ""
+    mma = ["\twgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%f1, %f2}, %rd1, %rd2, 1, 1, 1, 0, 0;",
+           "\twgmma.commit_group.sync.aligned;", "\twgmma.wait_group.sync.aligned 0;", "\tmul.f32 \t%f3, %f1, %f2;",
+           "\tst.shared.f32 \t[%r8], %f3;"]
+    assert lens.same_schedule("\n".join(mma), moved(mma, [0, 3, 1, 2, 4])) == ""
+    tab = ["\tmov.u32\t%r1,%r2;", "\tst.shared.b32 \t[%r3], %r1;"]
+    assert lens.same_schedule("\n".join(tab), moved(tab, [1, 0])) == ""
+    br = ["\t@%p1\tbra\t$L__BB0_1;", "\tadd.s32 \t%r5, %r6, 1;", "$L__BB0_1:", "\tst.shared.b32 \t[%r3], %r5;"]
+    assert lens.same_schedule("\n".join(br), moved(br, [1, 0, 2, 3])) == ""
+    two = ["\tmov.u32 %r1, 0; st.shared.b32 [%r2], %r1;", "\tbar.sync \t0;", "\tld.shared.b32 \t%r5, [%r4];"]
+    assert lens.same_schedule("\n".join(two), moved(two, [1, 2, 0])) == ""
+    fenced = ["\tst.shared.b32 \t[%r4], %r9;", "\tbar.sync \t0;"]
+    assert lens.same_schedule("\n".join(fenced), "\n".join(["\tfence.acq_rel.cta; st.shared.b32 [%r4], %r9;"]
+                                                          + fenced)) == ""

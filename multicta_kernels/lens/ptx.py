@@ -53,16 +53,21 @@ _END = {"bra", "ret", "exit", "trap", "call", "brx"}
 _REG = re.compile(r"%[A-Za-z_][\w.]*")
 
 
-def _pure(text: str) -> bool:
-    op = text.split(None, 1)[0].rstrip(";")
-    base = op.split(".")[0]
-    return (base in _PURE and ".cc" not in op and not text.startswith("@")
-            and not any(v in text for v in ("%clock", "%globaltimer", "%warpid", "%smid", "%pm")))
+def _pure(text: str, pending=frozenset()) -> bool:
+    """Whether one instruction only computes registers: in _PURE, unpredicated, no carry, no clock, one instruction
+    on its line, and no register that an asynchronous operation of the kernel writes or reads (``pending``: a
+    wgmma accumulator or a tcgen05.ld destination is not ready until its wait, which names no register)."""
+    parts = text.split(None, 1)
+    op = parts[0].rstrip(";")
+    return (op.split(".")[0] in _PURE and ".cc" not in op and not text.startswith("@") and text.count(";") == 1
+            and not any(v in text for v in ("%clock", "%globaltimer", "%warpid", "%smid", "%pm"))
+            and not (pending and pending & set(_REG.findall(text))))
 
 
 def _first_operand(text: str) -> tuple:
     """(the destination operand, the rest) of an instruction: the first comma outside braces splits them."""
-    ops = text.split(None, 1)[1] if " " in text else ""
+    parts = text.split(None, 1)
+    ops = parts[1] if len(parts) > 1 else ""
     depth = 0
     for k, ch in enumerate(ops):
         depth += ch == "{"
@@ -72,20 +77,31 @@ def _first_operand(text: str) -> tuple:
     return ops, ""
 
 
+_ASYNC = ("wgmma.mma_async", "tcgen05.ld", "tcgen05.st")
+
+
+def _pending(ptx: str) -> frozenset:
+    """The registers an asynchronous operation of ``ptx`` writes or reads after it issues (see :func:`_pure`)."""
+    return frozenset(r for line in code(ptx).splitlines() if any(a in line for a in _ASYNC) for r in _REG.findall(line))
+
+
 def _blocks(ptx: str):
     """The straight-line blocks of :func:`code`: runs of instructions that no label, directive, brace or branch
-    interrupts; everything else as a block of its own."""
-    block = []
+    interrupts; everything else as a block of its own, and every instruction inside a ``{ }`` scope within the
+    function's body (inline assembly, whose ``.reg`` names this reader does not follow) as well."""
+    block, depth = [], 0
     for line in code(ptx).splitlines():
         text = line.strip()
-        if _SKIP.match(line):
+        if _SKIP.match(line) or depth > 1:        # depth 1: the function's body; deeper: an inline-asm scope
             if block:
                 yield block
             block = []
             yield [text]
+            depth += text.count("{") - text.count("}") if text.startswith(("{", "}")) else 0
             continue
         block.append(text)
-        op = (text.split(None, 1)[1] if text.startswith("@") and " " in text else text).split(None, 1)[0]
+        parts = text.split(None, 1)
+        op = (parts[1] if text.startswith("@") and len(parts) > 1 else text).split(None, 1)[0]
         if op.rstrip(";").split(".")[0] in _END:
             yield block
             block = []
@@ -93,7 +109,7 @@ def _blocks(ptx: str):
         yield block
 
 
-def _canonical(block: list) -> list:
+def _canonical(block: list, pending=frozenset()) -> list:
     """One fixed order of a straight-line block that keeps every dependent pair in the block's order: a pure
     instruction after the last writer and the readers of what it reads or writes; everything else (memory,
     fences, barriers, synchronisation, predicated instructions) also after every earlier one of its kind, and
@@ -104,7 +120,7 @@ def _canonical(block: list) -> list:
     last_write, readers, last_effect = {}, {}, None
     for i, text in enumerate(block):
         regs = _REG.findall(text)
-        if _pure(text):
+        if _pure(text, pending):
             first, rest = _first_operand(text)
             writes, reads = set(_REG.findall(first)), set(_REG.findall(rest))
         else:
@@ -142,7 +158,7 @@ def _canonical(block: list) -> list:
 
 
 def _fence(text: str) -> bool:
-    return text.split(None, 1)[0].startswith("fence.")
+    return text.split(None, 1)[0].startswith("fence.") and text.count(";") == 1
 
 
 def same_schedule(kernel: str, other: str) -> str:
@@ -158,8 +174,9 @@ def same_schedule(kernel: str, other: str) -> str:
     validate.text(other, "other")
     if same_code(kernel, other):
         return "the same code"
-    a = [_canonical(b) for b in _blocks(kernel)]
-    b = [_canonical(x) for x in _blocks(other)]
+    pending = _pending(kernel) | _pending(other)
+    a = [_canonical(blk, pending) for blk in _blocks(kernel)]
+    b = [_canonical(blk, pending) for blk in _blocks(other)]
     if a == b:
         return "the same instructions, only independent ones in another order"
     import itertools
@@ -177,7 +194,7 @@ def same_schedule(kernel: str, other: str) -> str:
             continue
         trimmed = [[t for j, t in enumerate(blk) if (i, j) not in drop] for i, blk in enumerate(b)]
         trimmed = [blk for blk in trimmed if blk]
-        if [_canonical(x) for x in trimmed] == [blk for blk in a if blk]:
+        if [_canonical(x, pending) for x in trimmed] == [blk for blk in a if blk]:
             return f"the kernel's code and {n} more fence{'s' if n > 1 else ''}"
     return ""
 

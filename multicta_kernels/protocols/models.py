@@ -18,7 +18,7 @@ from ..core import validate
 from ..core.dtypes import DTYPES
 from ..core.hardware import log2
 from ..gluon import operands, ring
-from .language import Protocol, all_ctas, commit_count, commit_targets
+from .language import MAX_OPS, Protocol, all_ctas, commit_count, commit_targets
 
 
 # ------------------------------------------------------------------ the Gluon primer (Part 0)
@@ -494,6 +494,9 @@ def clc_matmul(cga_layout=None, release: str = "cluster", staging: str = "across
     if release not in CLC_RELEASES or staging not in ("across", "per_tile"):
         raise ValueError(f"release must be one of {CLC_RELEASES} and staging 'across' or 'per_tile', got "
                          f"{release!r} and {staging!r}")
+    for v, name in ((tiles, "tiles"), (k_steps, "k_steps"), (stages, "stages"), (acc_stages, "acc_stages"),
+                    (subtiles, "subtiles")):            # before the runtime sizes are built from them
+        validate.count(v, name, high=MAX_OPS)
     acc = tuple(tuple(b) for b in (ch5.CONFIG["cga_layout"] if cga_layout is None else cga_layout))
     C = 1 << len(acc)
     a_b, b_b = operands.operand_cga_layouts(acc, two_ctas=True)
