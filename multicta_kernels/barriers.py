@@ -196,11 +196,30 @@ def pair_sum_kernel(x_ptr, out_ptr, slot: gl.constexpr, pairs: gl.constexpr, sme
 
 
 @gluon.jit
-def barrier_cost_kernel(out_ptr, ROUNDS, MODE: gl.constexpr, group_all: gl.constexpr):
+def count_in(seen_ptr, r, slot: gl.constexpr):
+    """The cost kernel's check (nothing without ``seen_ptr``): every CTA counts itself into round ``r``."""
+    if seen_ptr is not None:
+        i = gl.arange(0, gl.num_ctas(), slot)                 # one element per CTA: no scalar, no broadcast
+        gl.atomic_add(seen_ptr + r + i * 0, 1 + i * 0, sem="relaxed")
+
+
+@gluon.jit
+def count_seen(seen_ptr, r, ROUNDS, slot: gl.constexpr):
+    """The cost kernel's check: how many CTAs had entered round ``r`` when each left it."""
+    if seen_ptr is not None:
+        i = gl.arange(0, gl.num_ctas(), slot)
+        gl.store(seen_ptr + ROUNDS + r * gl.num_ctas() + i, gl.atomic_add(seen_ptr + r + i * 0, i * 0, sem="relaxed"))
+
+
+@gluon.jit
+def barrier_cost_kernel(out_ptr, ROUNDS, MODE: gl.constexpr, group_all: gl.constexpr, seen_ptr=None,
+                        slot: gl.constexpr = None):
     """ROUNDS hand-offs of one kind, to time (see MODES): 0 an mbarrier inside one CTA; 1 a cross-CTA round as a
     user's arrive and wait compile (gather on CTA 0, broadcast release; CTA scope: it orders no data); 2 a
     cluster barrier; 3 a relaxed cluster barrier; 4 the round of MODE 1 as a data hand-off (release and acquire
-    at cluster scope); 5 the round of MODE 1 with a fence.acq_rel.cluster around each arrive and wait."""
+    at cluster scope); 5 the round of MODE 1 with a fence.acq_rel.cluster around each arrive and wait.
+    ``seen_ptr`` (a test's, never the benchmark's; ``slot``: cluster_layouts' slot): each CTA counts itself into
+    round r before the hand-off and records the count after it, which a hand-off that holds makes num_ctas."""
     phase = 0
     if MODE == 0:
         own = mbarrier.allocate_mbarrier()
@@ -211,11 +230,15 @@ def barrier_cost_kernel(out_ptr, ROUNDS, MODE: gl.constexpr, group_all: gl.const
             phase ^= 1
     elif MODE == 2:
         for r in range(ROUNDS):
+            count_in(seen_ptr, r, slot)
             hopper.cluster.barrier()
+            count_seen(seen_ptr, r, ROUNDS, slot)
             phase ^= 1
     elif MODE == 3:
         for r in range(ROUNDS):
+            count_in(seen_ptr, r, slot)
             hopper.cluster.barrier(relaxed=True)
+            count_seen(seen_ptr, r, ROUNDS, slot)
             phase ^= 1
     else:
         arrived = gl.allocate_shared_memory(gl.int64, [1], group_all)
@@ -225,6 +248,7 @@ def barrier_cost_kernel(out_ptr, ROUNDS, MODE: gl.constexpr, group_all: gl.const
         sync_inits()
         me = cluster_rank()
         for r in range(ROUNDS):
+            count_in(seen_ptr, r, slot)
             if MODE == 4:
                 release_arrive(arrived, 0)
                 acquire_wait(arrived, phase, me == 0)
@@ -241,6 +265,7 @@ def barrier_cost_kernel(out_ptr, ROUNDS, MODE: gl.constexpr, group_all: gl.const
                 mbarrier.wait(go, phase)
                 if MODE == 5:
                     cluster_fence()
+            count_seen(seen_ptr, r, ROUNDS, slot)
             phase ^= 1
         mbarrier.invalidate(arrived)
         mbarrier.invalidate(go)
@@ -359,7 +384,8 @@ def barrier_cost_spec(num_ctas: int = 4, mode: int = 1):
               3: ("barrier.cluster.arrive.relaxed", "barrier.cluster.wait.aligned"),
               4: ("mbarrier.arrive.release.cluster.shared::cluster", "mbarrier.try_wait.parity.acquire.cluster"),
               5: ("mbarrier.arrive.shared::cluster", "fence.acq_rel.cluster")}[mode]
-    return proof_spec("barrier_cost", barrier_cost_kernel, {"MODE": mode, "group_all": cluster_layouts(num_ctas)["group_all"]},
+    return proof_spec("barrier_cost", barrier_cost_kernel, {"MODE": mode, "group_all": cluster_layouts(num_ctas)["group_all"],
+                                                           "seen_ptr": None, "slot": None},
                  num_ctas, 1, {"out_ptr": "*i32", "ROUNDS": "i32"}, expect)
 
 

@@ -31,16 +31,37 @@ def test_pair_barriers():
 
 @pytest.mark.parametrize("num_ctas", [2, 16])
 def test_cost_kernel_completes_every_mode(num_ctas):
-    """Every mode of the cost benchmark runs its 101 rounds to the end (a hang would time out). This checks
-    completion only: the kernel hands off no data, so what its barriers order is checked on the CPU, where every
-    dropped wait, arrive or release and every flipped parity of barrier_cost_kernel is killed by the ties
-    (results/mutation_cpu.json)."""
+    """Every mode of the cost benchmark runs its 101 rounds to the end (a hang would time out), the benchmark's
+    kernel as it is timed (no check compiled in)."""
     out = torch.zeros(1, device="cuda", dtype=torch.int32)
     group_all = barriers.cluster_layouts(num_ctas)["group_all"]
     for mode in barriers.MODES:
         barriers.barrier_cost_kernel[(1,)](out, 101, MODE=mode, group_all=group_all, num_warps=1, num_ctas=num_ctas)
         torch.cuda.synchronize()
         assert out.item() == 1               # 101 phase flips end on parity 1
+
+
+@pytest.mark.parametrize("num_ctas", [2, 16])
+@pytest.mark.parametrize("mode", [1, 2, 3, 4, 5])
+def test_cost_kernel_holds_every_cta_until_all_entered(num_ctas, mode):
+    """The cost kernel's hand-offs, observed: with ``seen_ptr`` each CTA adds itself to round r's count before
+    the round's hand-off and reads the count after it (relaxed atomics at GPU scope, which add no barrier of
+    their own: see the PTX in ``barriers.count_in``). A hand-off that holds every CTA until all have entered
+    leaves every record at num_ctas; with a wait or a barrier dropped, a CTA leaves early and reads less.
+    Modes 2 and 4 order the counts by the memory model (barrier.cluster's default release and acquire; release
+    and acquire at cluster scope); modes 1, 3 and 5 order no memory (CTA scope, relaxed), so there the check
+    reads what the hardware did."""
+    rounds = 101
+    layouts = barriers.cluster_layouts(num_ctas)
+    seen = torch.full((rounds + rounds * num_ctas,), -1, device="cuda", dtype=torch.int32)   # poisoned
+    seen[:rounds] = 0
+    out = torch.zeros(1, device="cuda", dtype=torch.int32)
+    barriers.barrier_cost_kernel[(1,)](out, rounds, MODE=mode, group_all=layouts["group_all"], seen_ptr=seen,
+                                       slot=layouts["slot"], num_warps=1, num_ctas=num_ctas)
+    torch.cuda.synchronize()
+    assert seen[:rounds].tolist() == [num_ctas] * rounds, "every CTA entered every round once"
+    early = (seen[rounds:].view(rounds, num_ctas) != num_ctas).nonzero().tolist()
+    assert not early, f"(round, CTA) that left a round before every CTA had entered it: {early[:8]}"
 
 
 @pytest.mark.parametrize("num_ctas", [2, 16])
