@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
+from fractions import Fraction
 from dataclasses import dataclass
 
 from triton.experimental import gluon
@@ -393,20 +394,27 @@ CONFIG = options(HopperPlan)      # the options and their defaults, read from th
 SHORT_K = 512
 SHORT_K_CONFIG = dict(num_ctas=1, consumers=2, block_m=128, block_n=128, stages=5, l2_hints=True)
 # The same ping-pong where it balances the SMs' work much better than the default does. A persistent CTA walks
-# ceil(tiles / SMs) tiles while the average is tiles / SMs; the ratio of the two is the share of the last round
-# that does work. The ping-pong's 128 x 128 tiles are half the size of the default's 128 x 256, so its rounds are
-# finer; but its tile costs more per FLOP (1.02x to 1.19x at K >= 3072 in the recorded runs, where the balance is
-# the same), so it is picked only where its balance is better by PINGPONG_GAIN: at 768 x 8192 x 4096 (192 tiles
-# on 132 SMs) it ran 1.24x faster than the default, at 3072^3 1.13x, at 128 x 14336 x 4096 (56 tiles) 1.3x;
-# at 4096 x 3584 x 18944 (balance 1.14x better) the default was faster (results/h200/hopper_matmul_shapes.json).
+# ceil(tiles / SMs) tiles while the average is tiles / SMs; with tiles of equal length, their ratio is the share
+# of the run's SM time that does work. The ping-pong's 128 x 128 tiles are half the size of the default's
+# 128 x 256, so that share can be higher; but its tile costs more per FLOP (1.02x to 1.19x at K >= 3072 in the
+# recorded runs, where the share is the same), so it is picked only where its share is PINGPONG_GAIN times the
+# default's or more (compared exactly, as fractions: 6/5 is a ratio the tile counts reach): at 768 x 8192 x 4096
+# (192 tiles on 132 SMs) it ran 1.24x faster than the default, at 3072^3 (a gain of exactly 6/5) 1.13x, at
+# 128 x 14336 x 4096 (56 tiles) 1.3x; at 4096 x 3584 x 18944 (a gain of 8/7) the default was faster
+# (results/h200/hopper_matmul_shapes.json).
 PINGPONG_GAIN = 1.2
 
 
+def _share(tiles: int, sms: int) -> Fraction:
+    return Fraction(tiles, sms * math.ceil(tiles / sms))
+
+
 def balance(tiles: int, sms: int) -> float:
-    """The share of a persistent kernel's last round of tiles that does work: (tiles / sms) / ceil(tiles / sms)."""
+    """The share of a persistent kernel's SM time that does work when every tile takes as long:
+    (tiles / sms) / ceil(tiles / sms)."""
     validate.count(tiles, "tiles", high=1 << 40)
     validate.count(sms, "sms", high=1 << 20)
-    return tiles / (sms * math.ceil(tiles / sms))
+    return float(_share(tiles, sms))
 
 
 def pick_config(K: int, M: int | None = None, N: int | None = None, sms: int | None = None) -> dict:
@@ -421,7 +429,7 @@ def pick_config(K: int, M: int | None = None, N: int | None = None, sms: int | N
     if M is not None and N is not None and sms is not None:
         default = math.ceil(M / CONFIG["block_m"]) * math.ceil(N / CONFIG["block_n"])
         pingpong = math.ceil(M / SHORT_K_CONFIG["block_m"]) * math.ceil(N / SHORT_K_CONFIG["block_n"])
-        if balance(pingpong, sms) >= PINGPONG_GAIN * balance(default, sms):
+        if _share(pingpong, sms) >= Fraction(PINGPONG_GAIN).limit_denominator(1000) * _share(default, sms):
             return dict(SHORT_K_CONFIG)
     return {}
 

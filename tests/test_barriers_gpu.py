@@ -45,12 +45,13 @@ def test_cost_kernel_completes_every_mode(num_ctas):
 @pytest.mark.parametrize("mode", [1, 2, 3, 4, 5])
 def test_cost_kernel_holds_every_cta_until_all_entered(num_ctas, mode):
     """The cost kernel's hand-offs, observed: with ``seen_ptr`` each CTA adds itself to round r's count before
-    the round's hand-off and reads the count after it (relaxed atomics at GPU scope, which add no barrier of
-    their own: see the PTX in ``barriers.count_in``). A hand-off that holds every CTA until all have entered
-    leaves every record at num_ctas; with a wait or a barrier dropped, a CTA leaves early and reads less.
-    Modes 2 and 4 order the counts by the memory model (barrier.cluster's default release and acquire; release
-    and acquire at cluster scope); modes 1, 3 and 5 order no memory (CTA scope, relaxed), so there the check
-    reads what the hardware did."""
+    the round's hand-off and reads the count after it, with relaxed atomics at GPU scope (Triton 3.9 puts a
+    cluster barrier before and after an acq_rel atomic in a multi-CTA kernel, which would hold the CTAs itself).
+    A hand-off that holds every CTA until all have entered leaves every record at num_ctas; with a wait or a
+    barrier dropped, a CTA can leave early and then reads less (results/h200/cost_kernel_check.json: mode 2
+    without its cluster barrier failed at 16 CTAs and passed at 2). Modes 2 and 4 order the counts by the memory
+    model (barrier.cluster's default release and acquire; release and acquire at cluster scope); modes 1, 3 and
+    5 order nothing across CTAs (CTA scope, or relaxed), so there the check reads what the hardware did."""
     rounds = 101
     layouts = barriers.cluster_layouts(num_ctas)
     seen = torch.full((rounds + rounds * num_ctas,), -1, device="cuda", dtype=torch.int32)   # poisoned

@@ -188,6 +188,9 @@ def test_the_wrapper_picks_the_short_k_configuration_only_up_to_short_k():
     assert hm.pick_config(18944, 4096, 3584, sms=132) == {}                  # 0.85 or 0.97: not enough
     assert hm.pick_config(4096, 1536, 1536, sms=132) == {}                   # 72 or 144 tiles: 0.55 both
     assert hm.balance(288, 132) == 288 / 396
+    # a gain of exactly 6/5 picks the ping-pong whatever the floating point makes of it (1.1999999999999997 here)
+    assert hm.pick_config(4096, 1536, 5888, sms=132) == hm.SHORT_K_CONFIG
+    assert hm.pick_config(4096, 3072, 3072, sms=132) == hm.SHORT_K_CONFIG
     assert hm.pick_config(4096, 1024, 1024) == {}                            # no SM count (a dry run): by K
     with pytest.raises(ValueError, match="sms must be"):
         hm.pick_config(4096, 1024, 1024, sms=0)

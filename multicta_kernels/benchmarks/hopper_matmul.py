@@ -80,7 +80,8 @@ HELD_OUT_SHAPES = ([(n, n, n) for n in (1024, 2048, 4096, 16384)]
                    + [(4096, 11008, 4096), (4096, 4096, 11008), (4096, 18944, 3584), (4096, 3584, 18944),
                       (4096, 28672, 4096), (512, 6144, 4096), (128, 14336, 4096), (128, 4096, 14336)])
 # The shapes of the first two runs chose pick_config's rule by shape (PINGPONG_GAIN): HELD_OUT_SHAPES and
-# CHOSE_SHAPES. FRESH_SHAPES played no part in it: a check of the rule, on both sides of its threshold.
+# CHOSE_SHAPES. FRESH_SHAPES played no part in it: a check of the rule, on both sides of its threshold (a modest
+# one: at most of them the two configurations balance alike, and the rule keeps the default).
 CHOSE_SHAPES = [(256, 8192, 8192), (1024, 2048, 8192), (384, 5120, 5120), (1536, 1536, 1536), (3072, 3072, 3072),
                 (768, 8192, 4096)]
 FRESH_SHAPES = [(2560, 2560, 2560), (640, 8192, 8192), (3584, 3584, 4096), (2048, 5120, 4096), (6144, 6144, 2048),
