@@ -62,6 +62,7 @@ def test_the_seeded_bug_is_still_found_with_a_depth():
     (lambda: models.ping_pong(2, HUGE), "rounds"),
     (lambda: models.tma_ring(tiles=HUGE), "tiles"),
     (lambda: models.hopper_matmul(tiles=HUGE), "tiles"),
+    (lambda: models.clc_matmul(tiles=HUGE), "tiles"),          # once a MemoryError: a tuple of that size
 ])
 def test_protocol_builders_refuse_huge_sizes_at_once(call, param):
     t0 = time.perf_counter()

@@ -511,3 +511,28 @@ def test_change_it_and_see_ends_with_the_census_diff(path):
     assert len(compiling) == 1, compiling
     last = ast.parse(compiling[0]).body[-1]
     assert isinstance(last, ast.Expr) and ast.unparse(last.value.func) == "notebook.census_diff"
+
+
+@pytest.mark.parametrize("mode", [1, 2, 3, 4, 5])
+def test_the_cost_kernels_check_adds_no_barrier_to_its_loop(mode):
+    """The counting check of test_cost_kernel_holds_every_cta_until_all_entered must not synchronise the CTAs
+    itself: with seen_ptr, the loop body holds the mode's own hand-off and, of the check, one relaxed red and one
+    relaxed atom, nothing more (an acq_rel atomic there brought a cluster barrier before and after it). Without
+    seen_ptr, the benchmark's loop holds no atomic at all."""
+    import dataclasses
+    from multicta_kernels import barriers, lens
+    s = barriers.barrier_cost_spec(4, mode)
+    constexprs = {**s.constexprs, "slot": barriers.cluster_layouts(4)["slot"]}
+    del constexprs["seen_ptr"]
+    checked = lens.compile(dataclasses.replace(s, signature={**s.signature, "seen_ptr": "*i32"},
+                                               constexprs=constexprs), "sm_90a")
+    plain = lens.compile(s, "sm_90a")
+
+    def body(k):
+        return lens.census(lens.loop_body(k.ptx), ["barrier.cluster.arrive", "bar.sync", "atom.", "red.",
+                                                   "mbarrier.arrive", "mbarrier.try_wait"])
+    got, want = body(checked), body(plain)
+    assert want["atom."] == want["red."] == 0
+    assert got["red."] == got["atom."] == 1 and "relaxed" in lens.excerpt(checked.ptx, "atom.global", 0)
+    assert {k: v for k, v in got.items() if k not in ("atom.", "red.")} == \
+        {k: v for k, v in want.items() if k not in ("atom.", "red.")}, (got, want)

@@ -6,7 +6,7 @@ ceiling, layer shapes of real models, bf16; and the L2 traffic of each step thro
 """
 from __future__ import annotations
 
-import math
+import statistics
 
 from triton.experimental.gluon import language as gl
 
@@ -113,7 +113,7 @@ def shapes_benchmark(quick: bool = False, log=print) -> dict:
                                "ping-pong 128x128, L2 hints" if pick else "default (128x256)",
                                (d["M"], d["N"], d["K"]) in FRESH_SHAPES])
     ratios = [dict(zip(columns, row))["picked_vs_best_baseline"] for row in rows]
-    geo = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
+    geo = statistics.geometric_mean(ratios)
     log(f"[hopper-matmul-shapes] picked / better baseline: geometric mean {geo:.3f}, min {min(ratios):.3f}")
     return {"method": {"timer": "triton.testing.do_bench (L2 flushed before each call; CUDA events)",
                        "statistic": f"median of each timing; best of {sweeps.SWEEP_PASSES} passes",
