@@ -232,8 +232,34 @@ def test_same_schedule_proves_only_what_no_thread_can_tell_apart():
     assert lens.same_schedule(k, k.replace("\tfence.proxy.async.shared::cta;\n", "")) == ""  # a fence fewer
     assert lens.same_schedule(k, k.replace("commit_group;\n", "commit_group;\n\tbar.sync \t0;\n")) == ""  # no fence
     assert lens.same_schedule(k, k.replace("$L__BB0_2", "$L__BB0_3")) == ""             # another branch target
+    # an epilogue of eight subtiles, a fence more after each store's commit: eight among sixteen, found per block
+    subtiles = "".join(f"\tst.shared.b32 \t[%r{i}], %r{i + 100};\n\tfence.proxy.async.shared::cta;\n\tbar.sync \t0;\n"
+                       f"\tcp.async.bulk.commit_group;\n" for i in range(8))
+    fenced = subtiles.replace("commit_group;\n", "commit_group;\n\tfence.proxy.async.shared::cta;\n")
+    assert lens.same_schedule(subtiles, fenced) == "the kernel's code and 8 more fences"
+    assert lens.same_schedule(subtiles, _moved(fenced, "[%r3]", "[%r4]")) == ""        # and a store moved
     timed = "\tmov.u64 \t%rd9, %globaltimer;\n" + k
     assert lens.same_schedule(timed, _moved(timed, "globaltimer", "bar.sync")) == ""    # a clock read is no arithmetic
+
+
+def test_same_schedule_sees_through_renumbered_registers_only_one_to_one():
+    """A source-level swap makes LLVM number its registers otherwise (the Hopper matmul's release swapped with the
+    tile arithmetic): the same program, which the reader proves by renaming the other's virtual registers one to
+    one and class to class, then checking as before. Two registers merged into one, a register of another class,
+    or a renaming that hides a moved memory operation is no proof."""
+    import re
+    k = _BLOCK
+    shifted = re.sub(r"%r(\d+)", lambda m: f"%r{int(m.group(1)) + 1000}", k)
+    assert lens.same_schedule(k, shifted) == "the same code, registers renamed"
+    assert lens.register_renaming(k, shifted)["%r1132"] == "%r132"
+    assert lens.same_schedule(k, _moved(shifted, "fence.proxy", "mad.lo")) == \
+        "the same instructions, only independent ones in another order, registers renamed"
+    swapped = k.replace("%r39", "%rX").replace("%r38", "%r39").replace("%rX", "%r38")     # two names exchanged
+    assert lens.same_schedule(k, swapped) == "the same code, registers renamed"
+    assert lens.same_schedule(k, _moved(shifted, "fence.proxy", "bar.sync")) == ""      # past the barrier
+    assert lens.same_schedule(k, k.replace("%r137, %r16", "%r136, %r16")) == ""          # two registers made one
+    assert lens.same_schedule(k, k.replace("%r5, %r132", "%rd5, %r132")) == ""           # another class
+    assert lens.register_renaming(k, k + "\tadd.s32 \t%r900, %r901, 1;\n") is None       # a register more
 
 
 def test_same_schedule_refuses_what_it_cannot_follow():

@@ -102,7 +102,7 @@ def test_every_survivor_says_why_a_cpu_misses_it_and_its_chapter_lists_it():
     assert "equivalent" in why_survived("m.k", "swap", "swap `tma.async_load(a` and `tma.async_load(b`")
     assert why_survived("multicta_kernels.two_cta.two_cta_mma_kernel", "drop fence", "drop `x`").endswith(
         "none has run them)")
-    listed = {ch: notebook.cpu_survivors(ch).data.count("<tr>") - 1 for ch in ("barriers", "multicast", "softmax")}
+    listed = {ch: max(0, notebook.cpu_survivors(ch).data.count("<tr>") - 1) for ch in ("barriers", "multicast", "softmax")}
     own = {ch: sum(1 for row in survivors if row[0].startswith(f"multicta_kernels.{ch}.")) for ch in listed}
     ring = sum(1 for row in survivors if row[0] == "multicta_kernels.gluon.ring.release")
     assert listed == {"barriers": own["barriers"], "multicast": own["multicast"] + ring, "softmax": own["softmax"]}
@@ -159,3 +159,27 @@ def test_every_mutant_has_a_key_of_its_own():
     assert len(keys) == len(set(keys))
     twins = [k for k in keys if "clc_matmul.load_partition | mask | line `multicast=True)`" in k]
     assert [k.rsplit(" (", 1)[1] for k in twins] == ["1 of 2)", "2 of 2)"]
+
+
+def test_a_line_without_a_loc_of_its_own_is_live_where_its_block_is():
+    """Index arithmetic inside a branch leaves no ``.loc`` of its own, so the harness once took the Hopper multicast
+    matmul's expect swapped with ``k = (t + STAGES) * BK`` for dead code and would not call its PTX (the kernel's
+    very PTX, in all eight configurations) equivalent. A jit block runs whole: the expect beside it is live, so the
+    arithmetic is. Not a call: the cost kernel's count_seen compiles to nothing without seen_ptr (no catalog
+    configuration passes it), and its swap with the cluster barrier, a real bug with the check on, once became
+    "same code" that way. The relaxed release's branch stays dead where no configuration compiles it."""
+    from multicta_kernels.gluon.ring import RELEASE_CLUSTER_BARRIER
+
+    def one(kernel, unit, text):
+        found = [m for _, m in mutate.mutants([kernel]) if m.unit.endswith(unit) and text in m.site]
+        assert len(found) == 1, [m.site for _, m in mutate.mutants([kernel]) if m.unit.endswith(unit)]
+        return found[0]
+    swap = one("hopper_multicast_matmul", "hopper_multicast_matmul_kernel", "and `k = (t + STAGES) * BK`")
+    relaxed = one("tile_stream", "ring.release", "drop `hopper.cluster.barrier(relaxed=True)`")
+    counted = one("barrier_cost", "barrier_cost_kernel", "swap `hopper.cluster.barrier()` and `count_seen(")
+    matmul = catalog.compile("hopper_multicast_matmul", "sm_90a", num_ctas=2, release=RELEASE_CLUSTER_BARRIER).ptx
+    stream = catalog.compile("tile_stream", "sm_90a", num_ctas=4, multicast=True, release=RELEASE_CLUSTER_BARRIER).ptx
+    assert mutate.compiled_anywhere(swap, [matmul])
+    assert not mutate.compiled_anywhere(relaxed, [stream, matmul])
+    cost = catalog.compile("barrier_cost", "sm_90a", num_ctas=2, mode=2).ptx     # no seen_ptr: count_seen is empty
+    assert not mutate.compiled_anywhere(counted, [cost])        # a call, not arithmetic: live only where a .loc says

@@ -37,6 +37,7 @@ def _mutant(kernel, unit, operator, site):
     return found[0]
 
 
+@pytest.mark.mutants
 @pytest.mark.parametrize("kernel, unit, site", [
     ("ping_pong", "ping_pong_kernel", "`acquire_wait(go, phase)` parity"),
     ("hopper_matmul", "consumer_partition", "`mbarrier.wait(r.ready.index(s), phase)` parity"),
@@ -52,6 +53,7 @@ def test_a_flipped_runtime_parity_is_killed_by_the_program(kernel, unit, site):
     assert "wait=" in detail
 
 
+@pytest.mark.mutants
 def test_a_release_moved_after_the_reload_is_a_different_program():
     names, m = _mutant("tile_stream", "tile_stream_kernel", "move release", "")
     built = mutate.build(m.unit, m.source, names)
@@ -60,6 +62,7 @@ def test_a_release_moved_after_the_reload_is_a_different_program():
     assert bad and "the kernel does expect" in bad[0][2], bad
 
 
+@pytest.mark.mutants
 @pytest.mark.parametrize("kernel, unit, operator, site, rule", [
     ("ping_pong", "ping_pong_kernel", "drop fence", "drop `gl.barrier()`", "no gl.barrier() before it"),
     ("hopper_matmul", "consumer_partition", "move release", "move `mbarrier.arrive(r.empty.index((it - 1) % r.STAGES)` "
@@ -74,6 +77,7 @@ def test_what_the_models_do_not_follow_the_program_does(kernel, unit, operator, 
     assert killer == "program" and rule in detail, (killer, detail)
 
 
+@pytest.mark.mutants
 @pytest.mark.parametrize("kernel, unit, operator, site, verdict", [
     # Triton 3.9 puts the proxy fence back itself: the very PTX of the kernel, in every configuration
     ("two_cta_mma", "two_cta_mma_kernel", "drop fence", "drop `fence_async_shared()`", mutate.SAME),
@@ -93,6 +97,7 @@ def test_what_no_test_could_tell_from_the_kernel_is_no_kill(kernel, unit, operat
     assert killer == verdict, (killer, detail)
 
 
+@pytest.mark.mutants
 @pytest.mark.parametrize("kernel, unit", [("blackwell_multicast_mma", "blackwell_multicast_mma_kernel"),
                                           ("clc_matmul", "mma_partition")])
 def test_an_mma_commit_that_reaches_fewer_ctas_is_killed(kernel, unit):

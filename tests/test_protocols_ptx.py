@@ -177,6 +177,7 @@ def test_model_keeps_the_kernels_store_wait_depths(protocol):
     assert model == ptx
 
 
+@pytest.mark.mutants
 def test_a_staging_buffer_reused_one_store_early_is_a_depth_mismatch(tmp_path):
     from multicta_kernels import clc_matmul as cm
     from multicta_kernels import lens

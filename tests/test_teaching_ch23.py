@@ -307,6 +307,7 @@ def test_ch3_release_experiment_in_ptx_and_sass():
     assert "§9.7.13.3" in legal and "no thread reads the slot before it is reloaded" in legal
 
 
+@pytest.mark.source_text
 def test_ch3_schedule_table_names_the_kernel_lines():
     """The chapter's schedule table: every wait comes from the line of its call (the lens once took the line numbers
     Triton leaves inside a wait's inline assembly, a few lines off), and the init fence's relaxed barrier from the
@@ -517,8 +518,9 @@ def test_change_it_and_see_ends_with_the_census_diff(path):
 def test_the_cost_kernels_check_adds_no_barrier_to_its_loop(mode):
     """The counting check of test_cost_kernel_holds_every_cta_until_all_entered must not synchronise the CTAs
     itself: with seen_ptr, the loop body holds the mode's own hand-off and, of the check, one relaxed red and one
-    relaxed atom, nothing more (an acq_rel atomic there brought a cluster barrier before and after it). Without
-    seen_ptr, the benchmark's loop holds no atomic at all."""
+    relaxed atom, nothing more (an acq_rel atomic there brought a cluster barrier before and after it), the red
+    before the hand-off and the atom after it (read before the barrier, the count says nothing of the barrier).
+    Without seen_ptr, the benchmark's loop holds no atomic at all."""
     import dataclasses
     from multicta_kernels import barriers, lens
     s = barriers.barrier_cost_spec(4, mode)
@@ -536,3 +538,9 @@ def test_the_cost_kernels_check_adds_no_barrier_to_its_loop(mode):
     assert got["red."] == got["atom."] == 1 and "relaxed" in lens.excerpt(checked.ptx, "atom.global", 0)
     assert {k: v for k, v in got.items() if k not in ("atom.", "red.")} == \
         {k: v for k, v in want.items() if k not in ("atom.", "red.")}, (got, want)
+    # and in that order: the count goes in before the hand-off's first operation and is read after its last wait
+    ops = ("red.", "atom.", "barrier.cluster.arrive", "barrier.cluster.wait", "mbarrier.arrive", "mbarrier.try_wait")
+    seq = [next(p for p in ops if op.startswith(p)) for _, op, _ in lens.instructions(lens.loop_body(checked.ptx))
+           if op.startswith(ops)]
+    assert seq[0] == "red." and seq[-1] == "atom." and seq.count("atom.") == 1, f"the loop's order: {seq}"
+

@@ -27,6 +27,7 @@ from nbcells import chapter_cells, code_cell_with, init_counts, variant
 
 # ------------------------------------------------------------------------------------------ chapter 4
 
+@pytest.mark.source_text
 def test_twins_differ_in_two_lines_of_kernel_code():
     changed = notebook.changed_code_lines(two_cta.one_cta_mma_kernel, two_cta.two_cta_mma_kernel)
     assert changed == [("loaded = mbarrier.allocate_mbarrier()", "loaded = mbarrier.allocate_mbarrier(two_ctas=True)"),
@@ -227,6 +228,7 @@ def test_every_piece_the_chapter_renders(obj):
     assert notebook.source(cm.Shared, stop="@gluon.jit").data.startswith("@gluon.aggregate")
 
 
+@pytest.mark.source_text
 @pytest.mark.parametrize("notebook_file, kernel, copy, changes", [
     ("02-mbarriers.ipynb", barriers.exchange_kernel, "my_exchange_kernel", 1),
     ("03-tma-multicast.ipynb", mc.tile_stream_kernel, "my_tile_stream", 2),           # both loads

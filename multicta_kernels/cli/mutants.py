@@ -331,9 +331,6 @@ def why_survived(unit: str, operator: str, site: str) -> str:
         why = ("equivalent in behaviour, slower at most: where sync_inits() no longer stands before the barriers' "
                "first cross-CTA use, Triton 3.9 fences the inits itself at that use (outside any loop here, so once; "
                "the init-fence check fails a kernel only where that use is inside a loop)")
-    elif operator == "drop release" and "relaxed=True" in site:
-        why = ("dead in the catalog: no configuration it lists compiles the relaxed release (the benchmark's "
-               "variant), so no CPU check reads this branch")
     elif operator == "drop fence" and "fence_async_shared" in site:
         why = ("Triton 3.9's proxy-fence pass puts a fence.proxy.async before the async-proxy read itself "
                "(add_proxy_fence_insertion in make_llir): the kernel stays correct, only the fence's place in the PTX "
@@ -341,13 +338,6 @@ def why_survived(unit: str, operator: str, site: str) -> str:
     elif operator == "swap" and "fence_async_shared" in site:
         why = ("the compiler's proxy-fence pass orders the generic write before the async read wherever the "
                "kernel's own fence lands (add_proxy_fence_insertion in make_llir)")
-    elif "count_seen(" in site or "count_in(" in site:
-        why = ("the cost kernel's counting check compiles only with seen_ptr, which no catalog configuration "
-               "passes: the benchmark's kernel is the same; test_cost_kernel_holds_every_cta_until_all_entered, "
-               "on a GPU, is what sees the barrier on the wrong side of the count")
-    elif operator == "drop fence" and "cluster_fence()" in site:
-        why = ("by design: mode 5 of the cost benchmark times these fences (the previous edition's recipe); that "
-               "mode hands off no data, so without them only the time changes")
     elif operator == "swap" and "phase ^= 1" in site and "cluster.barrier(" in site:
         why = "equivalent: a cluster barrier takes no parity, and the flip still precedes the next round's waits"
     elif operator == "flip phase" or "phase ^= 1" in site:

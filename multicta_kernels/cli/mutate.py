@@ -19,7 +19,9 @@ CPU's killers, cheapest first, until one fails it:
                  or an order across loop turns hides from the PTX ties)
 ``init fence``   :func:`lens.init_fence_problems`: no init fence per iteration, none after a barrier's first use
 ``tests``        the CPU tests that read the kernel, run by pytest with the mutant patched into every module of
-                 the package (``MULTICTA_MUTANT=file``: ``tests/conftest.py`` loads it at session start)
+                 the package (``MULTICTA_MUTANT=file``: ``tests/conftest.py`` loads it at session start); not those
+                 marked ``source_text`` (a test of a chapter's quoted lines fails any edit, a swap the compiler
+                 undoes too) or ``mutants`` (tests of the harness itself), nor the notebooks' format
 
 A mutant that survives them all is a CPU survivor; with ``--gpu`` the survivors are run against the GPU tests (on
 a GPU). A mutant that compiles and survives everything is a gap in the book's checks: it is reported with its diff.
@@ -256,11 +258,51 @@ def compiled_anywhere(m: Mutant, ptxs) -> bool:
     path, lines = mutated_lines(m)
     if lines and not _under_a_branch(m, lines):
         return True
+    live = set(lines) | {n for line in lines if _arithmetic(m, line) for n in _block_of(m, line)}
     for ptx in ptxs:
         files = {n for n, f in re.findall(r'^\s*\.file\s+(\d+)\s+"([^"]+)"', ptx, re.M) if f.endswith(path)}
-        if any(n in files and int(ln) in lines for n, ln in re.findall(r"^\s*\.loc\s+(\d+)\s+(\d+)", ptx, re.M)):
+        if any(n in files and int(ln) in live for n, ln in re.findall(r"^\s*\.loc\s+(\d+)\s+(\d+)", ptx, re.M)):
             return True
     return False
+
+
+def _arithmetic(m: Mutant, line: int) -> bool:
+    """Whether the source line is an assignment of arithmetic alone (no call: a helper's body may compile to nothing,
+    as the cost kernel's ``count_seen`` does without ``seen_ptr``): such a line leaves no ``.loc`` of its own, but
+    its value is computed wherever its block runs."""
+    import ast
+    modname, fname = m.unit.rsplit(".", 1)
+    src, start = inspect.getsourcelines(getattr(sys.modules[modname], fname).fn)
+    try:
+        tree = ast.parse(src[line - start].split("#")[0].strip())
+    except SyntaxError:
+        return False
+    stmt = tree.body[0] if len(tree.body) == 1 else None
+    return (isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+            and not any(isinstance(node, ast.Call) for node in ast.walk(stmt)))
+
+
+def _block_of(m: Mutant, line: int) -> range:
+    """The lines of the block that holds ``line`` in the unit's source: the contiguous run around it indented at
+    least as deep (blank and comment lines included). A jit function's block runs whole or not at all (no early
+    exit inside it), so a ``.loc`` naming any of its lines says an arithmetic line in it is live too (index
+    arithmetic next to a barrier operation leaves no ``.loc`` of its own; see :func:`_arithmetic`)."""
+    modname, fname = m.unit.rsplit(".", 1)
+    src, start = inspect.getsourcelines(getattr(sys.modules[modname], fname).fn)
+    i = line - start
+
+    def indent(k):
+        code = src[k].split("#")[0].rstrip()
+        return None if not code.strip() else len(code) - len(code.lstrip())
+    depth = indent(i)
+    if depth is None:
+        return range(line, line + 1)
+    lo = hi = i
+    while lo > 0 and (indent(lo - 1) is None or indent(lo - 1) >= depth):
+        lo -= 1
+    while hi + 1 < len(src) and (indent(hi + 1) is None or indent(hi + 1) >= depth):
+        hi += 1
+    return range(start + lo, start + hi + 1)
 
 
 def models() -> list:
@@ -269,7 +311,8 @@ def models() -> list:
 
 
 # CPU tests that read a kernel: the files that name it (broad files, which name many kernels, filtered with -k).
-_NOT_CPU = re.compile(r"_gpu\.py$|test_consan|test_rendered_book|test_slides|test_i18n|test_layers|test_mutation")
+_NOT_CPU = re.compile(r"_gpu\.py$|test_consan|test_rendered_book|test_slides|test_i18n|test_layers|test_mutation|"
+                      r"test_notebook_format")
 
 
 def test_files(name_list, units) -> tuple:
@@ -297,7 +340,8 @@ def run_tests(m: Mutant, name_list, mutant_file: Path, timeout: int = 900) -> tu
     if broad:
         runs.append([str(p) for p in broad] + ["-k", " or ".join(name_list)])
     for args in runs:
-        killed, detail = _pytest(["-m", "not book and not gpu", "-W", "ignore"] + args, mutant_file, timeout,
+        killed, detail = _pytest(["-m", "not book and not gpu and not source_text and not mutants", "-W", "ignore"] + args, mutant_file,
+                                 timeout,
                                  f"tests timed out after {timeout} s ({' '.join(Path(a).name for a in args[:3])})")
         if killed:
             return killed, detail

@@ -17,12 +17,13 @@ from ..core.hardware import TARGETS
 from .compiler import Compiled, KernelSpec, LensCompileError, check_spec, compile, specialise
 from .ptx import (SYNC_OPS, Loop, census, census_changes, cluster_exchanges, code, excerpt, instructions,
                   init_fence_problems, issuing_ctas, loop_body, loops, mbarrier_init_counts, operand_census, per_iteration,
-                  predicate_chain, same_code, same_schedule, schedule, schedule_table)
+                  predicate_chain, register_renaming, same_code, same_schedule, schedule, schedule_table)
 from .sass import resources, sass, sass_census
 from .variants import module_from_source, variant, with_kernel
 
 __all__ = ["TARGETS", "Compiled", "KernelSpec", "LensCompileError", "check_spec", "compile", "specialise", "SYNC_OPS",
            "Loop", "census", "census_changes", "cluster_exchanges", "code", "excerpt", "init_fence_problems", "instructions", "issuing_ctas",
            "loop_body", "loops", "mbarrier_init_counts", "operand_census", "per_iteration", "predicate_chain",
-           "same_code", "same_schedule", "schedule", "schedule_table", "resources", "sass", "sass_census", "module_from_source",
+           "register_renaming", "same_code", "same_schedule", "schedule", "schedule_table", "resources", "sass",
+           "sass_census", "module_from_source",
            "variant", "with_kernel"]

@@ -168,10 +168,64 @@ def same_schedule(kernel: str, other: str) -> str:
     no thread can tell the two apart); or "the kernel's code and N more fences" (the same after deleting fences
     that ``kernel`` does not have: in the PTX ISA's "Memory Consistency Model" a fence only adds to the orders an
     execution must respect, "membar/fence" and "Causality Order", so every execution ``other`` allows, ``kernel``
-    allows too: slower at most). Register names must match: a renumbered register is no proof, and then the
-    answer is ""."""
+    allows too: slower at most). Where the compiler numbered the registers otherwise, each of these is tried once
+    more on ``other`` with its virtual registers renamed one to one (:func:`register_renaming`), the answer then
+    ending in ", registers renamed"; a renaming that is not one to one is no proof, and then the answer is ""."""
     validate.text(kernel, "kernel")
     validate.text(other, "other")
+    why = _same_schedule(kernel, other)
+    if why:
+        return why
+    renaming = register_renaming(kernel, other)
+    if renaming and any(a != b for a, b in renaming.items()):
+        renamed = _VREG.sub(lambda m: renaming[m.group(0)], code(other))
+        why = _same_schedule(kernel, renamed)
+        if why:
+            return f"{why}, registers renamed"
+    return ""
+
+
+_VREG = re.compile(r"%(?:p|rs|rd|r|fd|f|hh|h|rq)\d+\b")     # LLVM's virtual registers; %tid.x, %clock64, %pm0 are none
+
+
+def register_renaming(kernel: str, other: str):
+    """{register of ``other``: register of ``kernel``}, one to one and class to class (``%r`` to ``%r``, ``%p`` to
+    ``%p``, ...), that may turn ``other`` into ``kernel``, or None when none can: a register's colour starts as its
+    class and is refined, round after round, by the lines it stands in (each line with its registers' colours and
+    its place among them) until no colour splits; registers of one colour are paired in order of first appearance.
+    Only a guess: :func:`same_schedule` proves the renamed text. A virtual register is thread-private storage whose
+    name means nothing (PTX ISA, "Registers"), so a one-to-one renaming is the same program."""
+    validate.text(kernel, "kernel")
+    validate.text(other, "other")
+    texts = [code(kernel).splitlines(), code(other).splitlines()]
+    lines = [[(_VREG.sub("%", ln), _VREG.findall(ln)) for ln in t] for t in texts]
+    colour = [{r: re.match(r"%[a-z]+", r).group(0) for _, regs in side for r in regs} for side in lines]
+    if collections.Counter(colour[0].values()) != collections.Counter(colour[1].values()):
+        return None
+    distinct = len(set(colour[0].values()))
+    for _ in range(200):
+        new = []
+        for side, col in zip(lines, colour):
+            seen = collections.defaultdict(list)
+            for template, regs in side:
+                here = hash((template, tuple(col[r] for r in regs)))
+                for pos, r in enumerate(regs):
+                    seen[r].append((here, pos))
+            new.append({r: hash((col[r], tuple(sorted(seen[r])))) for r in col})
+        if collections.Counter(new[0].values()) != collections.Counter(new[1].values()):
+            return None
+        colour, before, distinct = new, distinct, len(set(new[0].values()))
+        if distinct == before:
+            break
+    order = [list(dict.fromkeys(r for _, regs in side for r in regs)) for side in lines]
+    groups = [collections.defaultdict(list) for _ in lines]
+    for g, regs, col in zip(groups, order, colour):
+        for r in regs:
+            g[col[r]].append(r)
+    return {o: k for c in groups[1] for o, k in zip(groups[1][c], groups[0][c])}
+
+
+def _same_schedule(kernel: str, other: str) -> str:
     if same_code(kernel, other):
         return "the same code"
     pending = _pending(kernel) | _pending(other)
@@ -180,6 +234,9 @@ def same_schedule(kernel: str, other: str) -> str:
     if a == b:
         return "the same instructions, only independent ones in another order"
     import itertools
+    more = _fenced_blocks(a, b, pending) if len(a) == len(b) else 0
+    if more:
+        return f"the kernel's code and {more} more fence{'s' if more > 1 else ''}"
     ka = collections.Counter(t for blk in a for t in blk)
     kb = collections.Counter(t for blk in b for t in blk)
     extra = kb - ka
@@ -197,6 +254,48 @@ def same_schedule(kernel: str, other: str) -> str:
         if [_canonical(x, pending) for x in trimmed] == [blk for blk in a if blk]:
             return f"the kernel's code and {n} more fence{'s' if n > 1 else ''}"
     return ""
+
+
+def _fences_skipped(x: list, y: list, pending):
+    """The places of the fences to delete from canonical block ``y`` so that its instructions that are not pure
+    (kept in order by :func:`_canonical`) are ``x``'s, matched in order; None if that takes more than fences."""
+    want = [t for t in x if not _pure(t, pending)]
+    drop, i = [], 0
+    for j, t in enumerate(y):
+        if _pure(t, pending):
+            continue
+        if i < len(want) and t == want[i]:
+            i += 1
+        elif _fence(t):
+            drop.append(j)
+        else:
+            return None
+    return drop if i == len(want) else None
+
+
+def _fenced_blocks(a: list, b: list, pending) -> int:
+    """How many fences more ``b`` holds than ``a``, block by block (canonical blocks, as many on each side), where
+    each block of ``b`` is its partner of ``a`` once those fences are deleted; 0 where one is not. A fence is no
+    label or branch, so fences more leave the blocks where they are, and searching each block alone stays small
+    (an epilogue's subtiles give a fence more in each of eight blocks: far too many ways to pick eight of all)."""
+    import itertools
+    n = 0
+    for x, y in zip(a, b):
+        if x == y:
+            continue
+        cx, cy = collections.Counter(x), collections.Counter(y)
+        extra = cy - cx
+        if not extra or cx - cy or not all(_fence(t) for t in extra):
+            return 0
+        k = sum(extra.values())
+        spots = [j for j, t in enumerate(y) if t in extra]
+        tries = itertools.chain([_fences_skipped(x, y, pending)], itertools.combinations(spots, k))
+        if not any(drop is not None and collections.Counter(y[j] for j in drop) == extra
+                   and _canonical([t for j, t in enumerate(y) if j not in drop], pending) == x
+                   for drop in itertools.islice(tries, 501)):
+            return 0
+        n += k
+    return n
 
 
 _SKIP = re.compile(r"^\s*($|//|\.|\{|\}|\)|\(|[\w$]+:)")

@@ -215,8 +215,8 @@ def cpu_survivors(chapter: str, record: str = "mutation_cpu.json", gpu_record: s
             rows.append((r["unit"].rsplit(".", 1)[1], r["operator"], site, r["why_cpu_missed"], seen))
     name = html.escape(chapter)
     head = (f"<p>{count['compiled']} compiled mutants of the kernels of {name}.py: {count['killed']} killed on a CPU, "
-            f"{count['equivalent']} equivalent (the kernel's PTX, up to independent instructions in another order or a "
-            f"fence more), "
+            f"{count['equivalent']} equivalent (the kernel's PTX, up to independent instructions in another order, "
+            f"registers numbered otherwise, or fences more), "
             f"{len(rows)} left for the GPU tests.</p>")
     if not count["compiled"]:
         return HTML(f"<p>The mutation operators find nothing to break in the kernels of {name}.py (no barrier operations).</p>")
