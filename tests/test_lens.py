@@ -260,6 +260,13 @@ def test_same_schedule_sees_through_renumbered_registers_only_one_to_one():
     assert lens.same_schedule(k, k.replace("%r137, %r16", "%r136, %r16")) == ""          # two registers made one
     assert lens.same_schedule(k, k.replace("%r5, %r132", "%rd5, %r132")) == ""           # another class
     assert lens.register_renaming(k, k + "\tadd.s32 \t%r900, %r901, 1;\n") is None       # a register more
+    # a review's reproducer: an inline-asm scope that declares %r<5> hides the outer %r1 inside it, so renaming
+    # %r1 to %r7 turns the scope's write of its own %r1 into a write of the outer %r7 (ptxas: stores 1, not 5)
+    head = ".visible .entry k(\n.param .u64 k_param_0\n)\n{\n.reg .b32 %r<10>;\n.reg .b64 %rd<3>;\n" \
+           "ld.param.u64 %rd1, [k_param_0];\n"
+    body = "mov.u32 %r{0}, 1;\n{{\n.reg .b32 %r<5>;\nmov.u32 %r{0}, 5;\n}}\nst.global.u32 [%rd1], %r{0};\nret;\n}}\n"
+    assert lens.register_renaming(head + body.format(7), head + body.format(1)) is None
+    assert lens.same_schedule(head + body.format(7), head + body.format(1)) == ""
 
 
 def test_same_schedule_refuses_what_it_cannot_follow():

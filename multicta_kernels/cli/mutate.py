@@ -258,18 +258,27 @@ def compiled_anywhere(m: Mutant, ptxs) -> bool:
     path, lines = mutated_lines(m)
     if lines and not _under_a_branch(m, lines):
         return True
-    live = set(lines) | {n for line in lines if _arithmetic(m, line) for n in _block_of(m, line)}
+    modname, fname = m.unit.rsplit(".", 1)
+    src, start = inspect.getsourcelines(getattr(sys.modules[modname], fname).fn)
     for ptx in ptxs:
         files = {n for n, f in re.findall(r'^\s*\.file\s+(\d+)\s+"([^"]+)"', ptx, re.M) if f.endswith(path)}
-        if any(n in files and int(ln) in live for n, ln in re.findall(r"^\s*\.loc\s+(\d+)\s+(\d+)", ptx, re.M)):
+        locs = {int(ln) for n, ln in re.findall(r"^\s*\.loc\s+(\d+)\s+(\d+)", ptx, re.M) if n in files}
+        if locs & set(lines):
             return True
+        for line in lines:          # arithmetic: live where a later line of its block, itself compiled, reads it
+            names = _arithmetic(m, line)
+            if names and any(n > line and n in locs and re.search(rf"\b({'|'.join(map(re.escape, names))})\b",
+                                                                 src[n - start].split("#")[0])
+                             for n in _block_of(m, line)):
+                return True
     return False
 
 
-def _arithmetic(m: Mutant, line: int) -> bool:
-    """Whether the source line is an assignment of arithmetic alone (no call: a helper's body may compile to nothing,
-    as the cost kernel's ``count_seen`` does without ``seen_ptr``): such a line leaves no ``.loc`` of its own, but
-    its value is computed wherever its block runs."""
+def _arithmetic(m: Mutant, line: int) -> set:
+    """The names the source line assigns, if it is an assignment of arithmetic alone (no call: a helper's body may
+    compile to nothing, as the cost kernel's ``count_seen`` does without ``seen_ptr``), else an empty set. Such a
+    line leaves no ``.loc`` of its own; its value matters where a compiled line reads it (a review found that a
+    ``.loc`` anywhere in the block is not enough: arithmetic read only under a dead branch compiles to nothing)."""
     import ast
     modname, fname = m.unit.rsplit(".", 1)
     src, start = inspect.getsourcelines(getattr(sys.modules[modname], fname).fn)
@@ -278,14 +287,17 @@ def _arithmetic(m: Mutant, line: int) -> bool:
     except SyntaxError:
         return False
     stmt = tree.body[0] if len(tree.body) == 1 else None
-    return (isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign))
-            and not any(isinstance(node, ast.Call) for node in ast.walk(stmt)))
+    if not isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)) or any(
+            isinstance(node, ast.Call) for node in ast.walk(stmt)):
+        return set()
+    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+    return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
 
 
 def _block_of(m: Mutant, line: int) -> range:
     """The lines of the block that holds ``line`` in the unit's source: the contiguous run around it indented at
     least as deep (blank and comment lines included). A jit function's block runs whole or not at all (no early
-    exit inside it), so a ``.loc`` naming any of its lines says an arithmetic line in it is live too (index
+    exit inside it), so a compiled line of it that reads what an arithmetic line assigns makes that line live (index
     arithmetic next to a barrier operation leaves no ``.loc`` of its own; see :func:`_arithmetic`)."""
     modname, fname = m.unit.rsplit(".", 1)
     src, start = inspect.getsourcelines(getattr(sys.modules[modname], fname).fn)

@@ -198,6 +198,8 @@ def register_renaming(kernel: str, other: str):
     validate.text(kernel, "kernel")
     validate.text(other, "other")
     texts = [code(kernel).splitlines(), code(other).splitlines()]
+    if any(_scoped_registers(t) for t in texts):
+        return None
     lines = [[(_VREG.sub("%", ln), _VREG.findall(ln)) for ln in t] for t in texts]
     colour = [{r: re.match(r"%[a-z]+", r).group(0) for _, regs in side for r in regs} for side in lines]
     if collections.Counter(colour[0].values()) != collections.Counter(colour[1].values()):
@@ -222,7 +224,24 @@ def register_renaming(kernel: str, other: str):
     for g, regs, col in zip(groups, order, colour):
         for r in regs:
             g[col[r]].append(r)
-    return {o: k for c in groups[1] for o, k in zip(groups[1][c], groups[0][c])}
+    renaming = {o: k for c in groups[1] for o, k in zip(groups[1][c], groups[0][c])}
+    if any(re.match(r"%[a-z]+", o).group(0) != re.match(r"%[a-z]+", k).group(0) for o, k in renaming.items()):
+        return None                                       # colours collided across classes: no guess
+    return renaming
+
+
+def _scoped_registers(lines) -> bool:
+    """Whether an inline-asm scope (depth > 1) declares %-registers: ``{ .reg .b32 %r<5>; ... }`` hides the
+    outer %r0-%r4 inside it, so a renaming across that boundary would change which register a line names (a
+    review's reproducer: the same text up to names, and ptxas stores 1 where the kernel stores 5)."""
+    depth = 0
+    for line in lines:
+        text = line.strip()
+        if depth > 1 and text.startswith(".reg") and "%" in text:
+            return True
+        if text.startswith(("{", "}")):
+            depth += text.count("{") - text.count("}")
+    return False
 
 
 def _same_schedule(kernel: str, other: str) -> str:
