@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""Where a wide row's time goes, fp32 against fp16: chapter 1's phase table (about a minute on a Hopper GPU).
+
+    bash .device/run python3 tools/record_softmax_phases.py --out $OUT        # the device machine
+    .venv/bin/python tools/record_softmax_phases.py --out results/h200          # a GPU node
+
+For rows of 262144 values in fp32 and in fp16, each at its picked configuration, one launch of 128 rows with
+the timeline scopes compiled in (after a warm-up launch) under proton's instrumentation backend; each output
+is checked against torch before its phases are kept. Writes ``softmax_half_phases.json`` (the median, min and
+max of every scope over every warp of every CTA, and the plain kernel's GB/s over 8192 rows, timed without
+scopes) and ``timeline_softmax_16cta_<dtype>.json`` (the traces, two clusters kept).
+"""
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tools"))
+
+from record_timelines import say, sm_clock_mhz  # noqa: E402
+
+from multicta_kernels import results, softmax as sm  # noqa: E402
+from multicta_kernels.core.accuracy import assert_softmax_close  # noqa: E402
+from multicta_kernels.core.hardware import CLUSTERS, require_or_exit  # noqa: E402
+from multicta_kernels.measure import timing, traces as tl  # noqa: E402
+
+N, M, TIMED_ROWS = 262144, 128, 8192
+COLUMNS = ["dtype", "N", "config", "gbps_8192_rows", "scope", "count", "median_ns", "min_ns", "max_ns"]
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", required=True)
+    out = Path(ap.parse_args(argv).out)
+    out.mkdir(parents=True, exist_ok=True)
+    import torch
+    require_or_exit("record_softmax_phases", CLUSTERS)
+    env = results.environment()
+    clock = sm_clock_mhz()
+    rows = []
+    for dtype in ("float32", "float16"):
+        cfg = sm.pick_config(N, dtype)
+        config = f"{cfg.num_ctas} CTAs x {cfg.num_warps} warps, block_m {cfg.block_m}"
+        x = (torch.randn(M, N, device="cuda") * 3).to(getattr(torch, dtype))
+        y = torch.full_like(x, float("nan"))
+        tr = tl.record(lambda: sm.multicta_softmax(x, y, config=cfg, instrument=True), f"softmax_{dtype}",
+                       folder="/tmp/softmax_phases", num_ctas=cfg.num_ctas, clock_mhz=clock["clock_mhz"])
+        assert_softmax_close(y, x)
+        big = torch.randn(TIMED_ROWS, N, device="cuda").to(getattr(torch, dtype))
+        yb = torch.full_like(big, float("nan"))
+        sm.multicta_softmax(big, yb, config=cfg)
+        assert_softmax_close(yb, big)                       # checked, then timed
+        ms = timing.time_ms(lambda: sm.multicta_softmax(big, yb, config=cfg), cudagraph=False)
+        gbps = round(2 * big.numel() * big.element_size() / ms / 1e6, 1)
+        for r in tl.summary(tr):
+            rows.append([dtype, N, config, gbps, r["scope"], r["count"], r["median_ns"], r["min_ns"], r["max_ns"]])
+        say(f"{dtype}: {config}, {gbps} GB/s; " + ", ".join(f"{r[4]} {r[6]:.0f} ns" for r in rows if r[0] == dtype))
+        tl.save(tl.trim(tr, clusters=2), out / f"timeline_softmax_16cta_{dtype}.json", env,
+                benchmark=f"timeline-softmax_16cta_{dtype}",
+                method={"clock": clock, "warmup_launches": 1,
+                        "kernel": f"softmax, {M} x {N} {dtype}, picked configuration {config}"})
+    result = {"benchmark": "softmax-half-phases", **env,
+              "method": {"timer": "proton intra-kernel instrumentation (per-warp cycle counters) for the phases; "
+                                  "the plain kernel timed by measure.timing.time_ms (no CUDA graph) for "
+                                  "gbps_8192_rows",
+                         "command": "python3 tools/record_softmax_phases.py --out <dir>",
+                         "statistic": f"median, min and max over every warp of every CTA of {M} rows (count: warps x "
+                                      "rows) of each timeline scope of softmax_one_round_kernel: load (issue, and for "
+                                      "fp16 the conversion, which waits for the data), local (max, exp, sum in the "
+                                      "CTA), exchange (the one-round (max, sum) exchange), store (issue)",
+                         "clock": clock,
+                         "checked": "each instrumented launch's output, and the timed kernel's, against torch "
+                                    "(assert_softmax_close) before anything was kept",
+                         "traces": "timeline_softmax_16cta_float32.json and timeline_softmax_16cta_float16.json: "
+                                   "the same launches, 2 clusters kept"},
+              "ceilings": {}, "columns": COLUMNS, "rows": rows}
+    path = results.save(result, out / "softmax_half_phases.json")
+    say(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
