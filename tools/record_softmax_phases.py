@@ -60,7 +60,7 @@ def main(argv=None) -> None:
                 benchmark=f"timeline-softmax_16cta_{dtype}",
                 method={"clock": clock, "warmup_launches": 1,
                         "kernel": f"softmax, {M} x {N} {dtype}, picked configuration {config}"})
-    result = {"benchmark": "softmax-half-phases", **env,
+    result = {"benchmark": "timeline-softmax-half-phases", **env,
               "method": {"timer": "proton intra-kernel instrumentation (per-warp cycle counters) for the phases; "
                                   "the plain kernel timed by measure.timing.time_ms (no CUDA graph) for "
                                   "gbps_8192_rows",
