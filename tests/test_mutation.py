@@ -183,3 +183,22 @@ def test_a_line_without_a_loc_of_its_own_is_live_where_its_block_is():
     assert not mutate.compiled_anywhere(relaxed, [stream, matmul])
     cost = catalog.compile("barrier_cost", "sm_90a", num_ctas=2, mode=2).ptx     # no seen_ptr: count_seen is empty
     assert not mutate.compiled_anywhere(counted, [cost])        # a call, not arithmetic: live only where a .loc says
+
+
+def test_arithmetic_is_live_only_where_a_compiled_line_reads_it():
+    """The review's case: ``off`` is read only under a constexpr branch that this configuration leaves out, so the
+    line compiles to nothing and the same PTX proves nothing of a mutant that changes it. A ``.loc`` elsewhere in
+    its block is not enough; a compiled line that reads ``off`` is. A call is never live by its neighbours."""
+    src = ["def k(x_ptr, out_ptr, FLAG: tl.constexpr, DEBUG: tl.constexpr):\n",
+           "    pid = tl.program_id(0)\n",
+           "    if FLAG:\n",
+           "        off = pid * 4\n",
+           "        tl.store(out_ptr + pid, 1)\n",
+           "        if DEBUG:\n",
+           "            tl.store(x_ptr + off, 2)\n",
+           "        count(out_ptr)\n"]
+    assert not mutate._live_in(src, 10, [13], {11, 14})            # DEBUG off: the store of `off` is not compiled
+    assert mutate._live_in(src, 10, [13], {11, 14, 16})            # DEBUG on: it is, and it reads `off`
+    assert not mutate._live_in(src, 10, [17], {11, 14, 16})        # a call with no .loc of its own: no verdict
+    assert mutate._assigned_by("        k = (t + STAGES) * BK  # next stage") == {"k"}
+    assert mutate._assigned_by("        tm, tn = r.tile(lin)") == set()

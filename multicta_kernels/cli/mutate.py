@@ -218,7 +218,7 @@ def mutated_lines(m: Mutant):
     """(file path relative to the repository, [line, ...]) of the lines the mutant changes or removes, in the
     package's file."""
     modname, fname = m.unit.rsplit(".", 1)
-    start = inspect.getsourcelines(getattr(sys.modules[modname], fname).fn)[1]
+    start = _unit_source(m)[1]
     path = Path(sys.modules[modname].__file__).resolve().relative_to(ROOT).as_posix()
     out = []
     for hunk in re.finditer(r"^@@ -(\d+)[^\n]*\n((?:[ +-][^\n]*\n?)*)", m.diff, re.M):
@@ -233,8 +233,7 @@ def mutated_lines(m: Mutant):
 
 def _under_a_branch(m: Mutant, lines) -> bool:
     """Whether one of ``lines`` lies inside an ``if`` / ``elif`` / ``else`` block of the unit's source."""
-    modname, fname = m.unit.rsplit(".", 1)
-    src, start = inspect.getsourcelines(getattr(sys.modules[modname], fname).fn)
+    src, start = _unit_source(m)
     for line in lines:
         i = line - start
         indent = len(src[i]) - len(src[i].lstrip())
@@ -251,41 +250,54 @@ def _under_a_branch(m: Mutant, lines) -> bool:
 
 
 def compiled_anywhere(m: Mutant, ptxs) -> bool:
-    """Whether a line the mutant changes is live in the configurations compiled: a ``.loc`` of ``ptxs`` names it, or
-    it lies in no ``if`` block (constexpr arithmetic and layouts leave no ``.loc`` but always run). A line in a
-    branch that no ``.loc`` names may be dead in every configuration (a constexpr the catalog never sets): then the
-    same PTX proves nothing, and the mutant is no equivalent."""
+    """Whether a line the mutant changes is live in the configurations compiled: a ``.loc`` of ``ptxs`` names it, it
+    lies in no ``if`` block (constexpr arithmetic and layouts leave no ``.loc`` but always run), or it is arithmetic
+    that a compiled line of its block reads (:func:`_live_in`). A line in a branch that no ``.loc`` names may be
+    dead in every configuration (a constexpr the catalog never sets): then the same PTX proves nothing, and the
+    mutant is no equivalent."""
     path, lines = mutated_lines(m)
     if lines and not _under_a_branch(m, lines):
         return True
-    modname, fname = m.unit.rsplit(".", 1)
-    src, start = inspect.getsourcelines(getattr(sys.modules[modname], fname).fn)
+    src, start = _unit_source(m)
     for ptx in ptxs:
         files = {n for n, f in re.findall(r'^\s*\.file\s+(\d+)\s+"([^"]+)"', ptx, re.M) if f.endswith(path)}
         locs = {int(ln) for n, ln in re.findall(r"^\s*\.loc\s+(\d+)\s+(\d+)", ptx, re.M) if n in files}
-        if locs & set(lines):
+        if _live_in(src, start, lines, locs):
             return True
-        for line in lines:          # arithmetic: live where a later line of its block, itself compiled, reads it
-            names = _arithmetic(m, line)
-            if names and any(n > line and n in locs and re.search(rf"\b({'|'.join(map(re.escape, names))})\b",
-                                                                 src[n - start].split("#")[0])
-                             for n in _block_of(m, line)):
-                return True
     return False
 
 
-def _arithmetic(m: Mutant, line: int) -> set:
-    """The names the source line assigns, if it is an assignment of arithmetic alone (no call: a helper's body may
-    compile to nothing, as the cost kernel's ``count_seen`` does without ``seen_ptr``), else an empty set. Such a
-    line leaves no ``.loc`` of its own; its value matters where a compiled line reads it (a review found that a
-    ``.loc`` anywhere in the block is not enough: arithmetic read only under a dead branch compiles to nothing)."""
-    import ast
+def _unit_source(m: Mutant):
+    """(source lines, first line number) of the mutated unit in the package's file."""
     modname, fname = m.unit.rsplit(".", 1)
-    src, start = inspect.getsourcelines(getattr(sys.modules[modname], fname).fn)
+    return inspect.getsourcelines(getattr(sys.modules[modname], fname).fn)
+
+
+def _live_in(src: list, start: int, lines, locs) -> bool:
+    """Whether one of ``lines`` (numbers in the file; ``src`` its function's lines from line ``start``) is live
+    where the compiled code's ``.loc`` lines are ``locs``: a ``.loc`` names it, or it is an assignment of arithmetic
+    alone (:func:`_assigned_by`) and a later line of its block that a ``.loc`` names reads a name it assigns. Index
+    arithmetic next to a barrier operation leaves no ``.loc`` of its own; arithmetic read only under a dead branch,
+    or a call whose body compiles to nothing (the cost kernel's ``count_seen`` without ``seen_ptr``), is not live."""
+    if set(lines) & set(locs):
+        return True
+    for line in lines:
+        names = _assigned_by(src[line - start])
+        if names and any(n > line and n in locs and re.search(rf"\b({'|'.join(map(re.escape, names))})\b",
+                                                             src[n - start].split("#")[0])
+                         for n in _block_of(src, start, line)):
+            return True
+    return False
+
+
+def _assigned_by(text: str) -> set:
+    """The names a source line assigns, if it is an assignment of arithmetic alone (no call: a helper's body may
+    compile to nothing), else an empty set."""
+    import ast
     try:
-        tree = ast.parse(src[line - start].split("#")[0].strip())
+        tree = ast.parse(text.split("#")[0].strip())
     except SyntaxError:
-        return False
+        return set()
     stmt = tree.body[0] if len(tree.body) == 1 else None
     if not isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)) or any(
             isinstance(node, ast.Call) for node in ast.walk(stmt)):
@@ -294,13 +306,9 @@ def _arithmetic(m: Mutant, line: int) -> set:
     return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
 
 
-def _block_of(m: Mutant, line: int) -> range:
-    """The lines of the block that holds ``line`` in the unit's source: the contiguous run around it indented at
-    least as deep (blank and comment lines included). A jit function's block runs whole or not at all (no early
-    exit inside it), so a compiled line of it that reads what an arithmetic line assigns makes that line live (index
-    arithmetic next to a barrier operation leaves no ``.loc`` of its own; see :func:`_arithmetic`)."""
-    modname, fname = m.unit.rsplit(".", 1)
-    src, start = inspect.getsourcelines(getattr(sys.modules[modname], fname).fn)
+def _block_of(src: list, start: int, line: int) -> range:
+    """The lines of the block that holds ``line``: the contiguous run around it indented at least as deep (blank
+    and comment lines included). A jit function's block runs whole or not at all (no early exit inside it)."""
     i = line - start
 
     def indent(k):
