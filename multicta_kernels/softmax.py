@@ -26,6 +26,7 @@ from . import lens
 from .core import validate
 from .core.dtypes import DTYPES, dtype_name
 from .core.hardware import CLUSTERS, CUDA, MAX_CLUSTER_CTAS, check_cluster_size, check_on_gpu, log2, require
+from .gluon.convert import to_fp32
 from .gluon.scope import scope
 from .gluon.sync import acquire_wait, sync_inits
 
@@ -40,6 +41,11 @@ LOG2E = gl.constexpr(1.4426950408889634)  # exp(x) = exp2(x * log2(e)): one ex2.
 MAX_VALUES_PER_THREAD = 128
 MAX_WARPS = 16
 MAX_N = MAX_CLUSTER_CTAS * MAX_WARPS * 32 * MAX_VALUES_PER_THREAD  # 1048576 columns
+
+# How the fused kernel merges the CTAs' (max, sum) pairs: gl.reduce across the CTAs (softmax_kernel), one round of
+# st.async into every CTA (softmax_one_round_kernel), or that round in persistent clusters that load the next
+# block meanwhile (softmax_pipelined_kernel).
+EXCHANGES = ("compiler", "one_round", "pipelined")
 
 
 @gluon.jit
@@ -164,6 +170,85 @@ def softmax_one_round_kernel(x_ptr, out_ptr, M, n_div, x_stride_div, out_stride_
 
 
 @gluon.jit
+def _pipelined_row(x_raw, rows, nxt, cols, col_ok, M, x_ptr, out_ptr, x_stride, out_stride, m_all, s_all, landed,
+                   parity, layout: gl.constexpr, parts: gl.constexpr, mine_smem: gl.constexpr,
+                   everyone: gl.constexpr, INSTRUMENT: gl.constexpr):
+    # One row block of softmax_pipelined_kernel through one exchange slot; returns the next block's loads, in flight.
+    CTAS: gl.constexpr = gl.num_ctas()
+    BLOCK_M: gl.constexpr = x_raw.shape[0]
+    with scope("local", INSTRUMENT):
+        x = to_fp32(x_raw)                                  # waits for this block's loads
+        x_next = gl.load(x_ptr + nxt.to(gl.int64) * x_stride + cols, mask=(nxt < M) & col_ok,
+                         other=-float("inf"))              # the next block's loads: in flight from here on
+        m_cta = gl.max(x, axis=2)
+        m_safe = gl.where(m_cta == -float("inf"), 0.0, m_cta)
+        e = gl.exp2((x - m_safe[:, :, None]) * LOG2E)
+        s_cta = gl.sum(e, axis=2)
+    with scope("exchange", INSTRUMENT):
+        gl.barrier()                                        # every warp of mine has read the other slot (last block):
+        mbarrier.expect(landed, 2 * BLOCK_M * CTAS * 4)     # a peer refills it once it has this block's pairs
+        hopper.async_store(m_all, _to_every_cta(m_cta, parts), landed)
+        hopper.async_store(s_all, _to_every_cta(s_cta, parts), landed)
+        acquire_wait(landed, parity)
+        ms = m_all.reinterpret(gl.float32, [BLOCK_M, CTAS], mine_smem).load(everyone)
+        ss = s_all.reinterpret(gl.float32, [BLOCK_M, CTAS], mine_smem).load(everyone)
+        m = gl.max(ms, axis=1)
+        s = gl.sum(gl.where(ms == m[:, None], ss, ss * gl.exp2((ms - m[:, None]) * LOG2E)), axis=1)
+    with scope("store", INSTRUMENT):
+        m = gl.convert_layout(m, gl.SliceLayout(1, gl.SliceLayout(2, layout)))
+        s = gl.convert_layout(s, gl.SliceLayout(1, gl.SliceLayout(2, layout)))
+        scale = gl.exp2((m_cta - m[:, None]) * LOG2E) / s[:, None]
+        y = e * scale[:, :, None]
+        gl.store(out_ptr + rows.to(gl.int64) * out_stride + cols, y.to(out_ptr.dtype.element_ty),
+                 mask=(rows < M) & col_ok)
+    return x_next
+
+
+@gluon.jit
+def softmax_pipelined_kernel(x_ptr, out_ptr, M, n_div, x_stride_div, out_stride_div,
+                             BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, ALIGN: gl.constexpr,
+                             layout: gl.constexpr, parts: gl.constexpr, parts_smem: gl.constexpr,
+                             mine_smem: gl.constexpr, everyone: gl.constexpr, INSTRUMENT: gl.constexpr = False):
+    # softmax_one_round_kernel made persistent: a cluster walks row blocks pid, pid + P, ... and loads the next
+    # block while it exchanges and stores this one. Two exchange slots, used in turn; a slot's barrier completes
+    # once per pair of blocks, so the parity flips once per loop iteration.
+    CTAS: gl.constexpr = gl.num_ctas()
+    PER_CTA: gl.constexpr = BLOCK_N // CTAS
+    N = n_div * ALIGN
+    x_stride = x_stride_div * ALIGN
+    out_stride = out_stride_div * ALIGN
+    r = gl.arange(0, BLOCK_M, gl.SliceLayout(1, gl.SliceLayout(2, layout)))[:, None, None]
+    cta = gl.arange(0, CTAS, gl.SliceLayout(0, gl.SliceLayout(2, layout)))
+    j = gl.arange(0, PER_CTA, gl.SliceLayout(0, gl.SliceLayout(1, layout)))
+    cols = cta[None, :, None] * PER_CTA + j[None, None, :]
+    col_ok = cols < N
+    step = gl.num_programs(0) * BLOCK_M                    # rows between two blocks of one program
+
+    m_all = gl.allocate_shared_memory(gl.float32, [CTAS, BLOCK_M, CTAS], parts_smem)     # slot 0
+    s_all = gl.allocate_shared_memory(gl.float32, [CTAS, BLOCK_M, CTAS], parts_smem)
+    m_all1 = gl.allocate_shared_memory(gl.float32, [CTAS, BLOCK_M, CTAS], parts_smem)    # slot 1
+    s_all1 = gl.allocate_shared_memory(gl.float32, [CTAS, BLOCK_M, CTAS], parts_smem)
+    landed = mbarrier.allocate_mbarrier(batch=2)
+    mbarrier.init(landed.index(0), count=1)
+    mbarrier.init(landed.index(1), count=1)
+
+    rows = gl.program_id(0) * BLOCK_M + r
+    x_raw = gl.load(x_ptr + rows.to(gl.int64) * x_stride + cols, mask=(rows < M) & col_ok, other=-float("inf"))
+    sync_inits()
+    parity = 0
+    for first in range(gl.program_id(0) * BLOCK_M, M, 2 * step):
+        rows = first + r
+        x_raw = _pipelined_row(x_raw, rows, rows + step, cols, col_ok, M, x_ptr, out_ptr, x_stride, out_stride,
+                               m_all, s_all, landed.index(0), parity, layout, parts, mine_smem, everyone, INSTRUMENT)
+        x_raw = _pipelined_row(x_raw, rows + step, rows + 2 * step, cols, col_ok, M, x_ptr, out_ptr, x_stride,
+                               out_stride, m_all1, s_all1, landed.index(1), parity, layout, parts, mine_smem,
+                               everyone, INSTRUMENT)
+        parity ^= 1
+    mbarrier.invalidate(landed.index(0))
+    mbarrier.invalidate(landed.index(1))
+
+
+@gluon.jit
 def upstream_design_kernel(x_ptr, out_ptr, n_div, x_stride_div, out_stride_div, BLOCK_N: gl.constexpr,
                            ALIGN: gl.constexpr, layout: gl.constexpr):
     """The design of the upstream tutorial's multi-CTA softmax (python/tutorials/gluon/14-multicta.py in
@@ -220,6 +305,7 @@ class SoftmaxConfig:
     layout: object
     layout_2d: object
     reasons: tuple = field(default=(), compare=False)
+    exchange: str = "one_round"          # how multicta_softmax merges the CTAs' pairs by default (EXCHANGES)
 
     @property
     def values_per_thread(self) -> int:
@@ -244,7 +330,9 @@ class SoftmaxConfig:
     def explain(self) -> str:
         head = (f"N={self.N} {self.dtype}: {self.num_ctas} CTA(s) x {self.num_warps} warp(s), "
                 f"{self.block_m} row(s) of {self.block_n} per program, {self.vec}-wide vectors, "
-                f"{self.values_per_thread} values per thread")
+                f"{self.values_per_thread} values per thread"
+                + (", pipelined (persistent clusters, the next block's loads in flight)"
+                   if self.exchange == "pipelined" else ""))
         return "\n".join([head] + [f"  - {r}" for r in self.reasons])
 
 
@@ -258,8 +346,11 @@ def _check_pow2(name, value, limit):
 
 
 def make_config(N: int, num_ctas: int = 1, num_warps: int = 4, block_m: int = 1,
-                dtype: str = "float32", reasons=()) -> SoftmaxConfig:
-    """Build the layouts for a row width, cluster size, warp count and rows per program."""
+                dtype: str = "float32", reasons=(), exchange: str = "one_round") -> SoftmaxConfig:
+    """Build the layouts for a row width, cluster size, warp count and rows per program; ``exchange`` is the one
+    :func:`multicta_softmax` uses by default (EXCHANGES; "pipelined" needs a cluster and registers for two blocks)."""
+    if exchange not in EXCHANGES:
+        raise ValueError(f"exchange must be one of {EXCHANGES}, got {exchange!r}")
     if dtype not in DTYPES:
         raise TypeError(f"softmax supports {', '.join(DTYPES)}, not {dtype}")
     if not isinstance(N, int) or N < 1:
@@ -282,12 +373,35 @@ def make_config(N: int, num_ctas: int = 1, num_warps: int = 4, block_m: int = 1,
                                  cga_layout=[[0, 1 << i] for i in bits])        # CTAs split the columns
     layout = gl.BlockedLayout([1, 1, vec], [tpw_m, 1, tpw_n], [wpc_m, 1, wpc_n], [2, 1, 0],
                               cga_layout=[[0, 1 << i, 0] for i in bits])        # ... as their own axis
-    cfg = SoftmaxConfig(N, dtype, num_ctas, num_warps, block_m, block_n, vec, layout, layout_2d, tuple(reasons))
+    cfg = SoftmaxConfig(N, dtype, num_ctas, num_warps, block_m, block_n, vec, layout, layout_2d, tuple(reasons),
+                        exchange)
     if cfg.values_per_thread > MAX_VALUES_PER_THREAD:
         raise ValueError(
             f"{cfg.values_per_thread} values per thread would spill registers (limit "
             f"{MAX_VALUES_PER_THREAD}); use more CTAs or warps, or fewer rows per program")
+    if exchange == "pipelined":
+        check_pipelined(cfg)
     return cfg
+
+
+# The pipelined kernel holds a block's fp32 values and the next block's loads (in x's dtype) at once: at most this many
+# bytes per thread. 128 fp16/bf16 values (128 x (4 + 2)) compile to 255 registers without a spill; 128 fp32 values
+# (128 x 8) spill 852 bytes (lens.resources() on the CPU: tests/test_softmax_pipelined.py checks both).
+PIPELINED_BYTES_PER_THREAD = MAX_VALUES_PER_THREAD * (4 + 2)
+
+
+def check_pipelined(cfg: SoftmaxConfig) -> None:
+    """Refuse a configuration the pipelined kernel cannot run without spilling, with what to change."""
+    if cfg.num_ctas < 2:
+        raise ValueError("exchange='pipelined' needs a cluster of 2 or more CTAs (it stores into peers' shared "
+                         "memory); one CTA needs no exchange: use exchange='one_round'")
+    need = cfg.values_per_thread * (4 + DTYPES[cfg.dtype].bytes)
+    if need > PIPELINED_BYTES_PER_THREAD:
+        most = PIPELINED_BYTES_PER_THREAD // (4 + DTYPES[cfg.dtype].bytes)
+        raise ValueError(
+            f"exchange='pipelined' holds two blocks per thread: {cfg.values_per_thread} {cfg.dtype} values need "
+            f"{need} bytes (limit {PIPELINED_BYTES_PER_THREAD}, at most {most} values per thread); use more CTAs "
+            "or warps, or exchange='one_round'")
 
 
 # When no sweep was recorded for a width: fitted to the sweeps recorded on an H200.
@@ -326,7 +440,7 @@ def recorded_best(N: int, gpu_folder: str = "h200", dtype: str = "float32"):
             and r.get("dtype", "float32") == dtype]
     best_of = {}                             # one entry per configuration: its best measurement
     for r in sorted(same, key=lambda r: -r["fraction_of_copy"]):
-        best_of.setdefault((r["num_ctas"], r["num_warps"], r["block_m"]), r)
+        best_of.setdefault((r["num_ctas"], r["num_warps"], r["block_m"], r.get("exchange") or "one_round"), r)
     rows = list(best_of.values())
     if not rows:
         return None
@@ -335,7 +449,8 @@ def recorded_best(N: int, gpu_folder: str = "h200", dtype: str = "float32"):
 
 
 def _cfg_text(r) -> str:
-    return f"{r['num_ctas']} CTA(s) x {r['num_warps']} warp(s) x {r['block_m']} row(s)"
+    pipelined = r.get("exchange") == "pipelined"
+    return f"{r['num_ctas']} CTA(s) x {r['num_warps']} warp(s) x {r['block_m']} row(s)" + (", pipelined" * pipelined)
 
 
 def pick_config(N: int, dtype: str = "float32") -> SoftmaxConfig:
@@ -366,7 +481,11 @@ def pick_config(N: int, dtype: str = "float32") -> SoftmaxConfig:
         else:
             reasons.append(f"{b['num_ctas']} CTAs share each row: max and sum stay inside each CTA, one cross-CTA "
                            "exchange merges the (max, sum) pairs")
-        return make_config(N, b["num_ctas"], b["num_warps"], b["block_m"], dtype, reasons)
+        exchange = b.get("exchange") or "one_round"            # null: measured before the column, one_round
+        if exchange == "pipelined":
+            reasons.append("pipelined: as many clusters as fit on the GPU at once walk the row blocks, each loading "
+                           "its next block while it exchanges and stores this one")
+        return make_config(N, b["num_ctas"], b["num_warps"], b["block_m"], dtype, reasons, exchange)
     if block_n <= ONE_CTA_MAX_N:
         num_warps = min(MAX_WARPS, max(1, block_n // (32 * VALUES_PER_THREAD)))
         block_m = max(1, 32 * num_warps * VALUES_PER_THREAD // block_n)
@@ -384,9 +503,6 @@ def pick_config(N: int, dtype: str = "float32") -> SoftmaxConfig:
     return make_config(N, num_ctas, num_warps, 1, dtype, reasons)
 
 
-EXCHANGES = ("compiler", "one_round")
-
-
 def multicta_softmax(x, out=None, *, config: SoftmaxConfig | None = None, two_pass: bool = False,
                      exchange: str | None = None, instrument: bool = False, kernel=None):
     """Softmax over the last dimension of a 2-D CUDA tensor (fp32, fp16 or bf16).
@@ -397,8 +513,10 @@ def multicta_softmax(x, out=None, *, config: SoftmaxConfig | None = None, two_pa
     cross-CTA reductions) instead of the fused one (``exchange`` does not apply to it). ``exchange`` picks how the fused kernel merges the
     CTAs' (max, sum) pairs: "compiler" (``gl.reduce`` across the CTAs: two exchanges through cluster
     barriers) or "one_round" (``softmax_one_round_kernel``: every CTA stores its pairs into every CTA's
-    shared memory and waits once; the default, faster on every width and dtype measured on the H200:
-    results/h200/softmax_exchange.json); one CTA needs no exchange. ``instrument=True`` compiles the timeline
+    shared memory and waits once; faster than the compiler's on every width and dtype measured on the H200:
+    results/h200/softmax_exchange.json) or "pipelined" (``softmax_pipelined_kernel``: the same round in persistent
+    clusters, as many as fit on the GPU at once, each loading its next row block while it exchanges and stores this
+    one); the default is ``config.exchange``, the one the recorded sweep measured best; one CTA needs no exchange. ``instrument=True`` compiles the timeline
     scopes in (they record only under proton: see ``multicta_kernels.measure.traces``). ``kernel`` launches
     another ``@gluon.jit`` function with ``softmax_kernel``'s parameters in its place (a copy you changed, as in
     chapter 1's "Change it and see", with the compiler's exchange; ``config_of(spec)`` gives the configuration of
@@ -432,9 +550,7 @@ def multicta_softmax(x, out=None, *, config: SoftmaxConfig | None = None, two_pa
             raise ValueError(f"out.stride(1) is {out.stride(1)}: each output row must be contiguous")
         if M > 1 and out.stride(0) < N:
             raise ValueError(f"out.stride(0) is {out.stride(0)} < N = {N}: output rows would overlap")
-    if exchange is None:                       # the one-round exchange, unless a copy of softmax_kernel is given
-        exchange = "compiler" if kernel is not None else "one_round"
-    if exchange not in EXCHANGES:
+    if exchange is not None and exchange not in EXCHANGES:
         raise ValueError(f"exchange must be one of {EXCHANGES}, got {exchange!r}")
     if kernel is not None:
         from triton.experimental.gluon._runtime import GluonJITFunction
@@ -443,14 +559,20 @@ def multicta_softmax(x, out=None, *, config: SoftmaxConfig | None = None, two_pa
         if kernel.arg_names != softmax_kernel.arg_names:
             raise ValueError(f"kernel must take softmax_kernel's parameters {softmax_kernel.arg_names}, got "
                              f"{kernel.arg_names}")
-        if two_pass or exchange != "compiler":
+        if two_pass or exchange not in (None, "compiler"):
             raise ValueError("kernel replaces the fused softmax_kernel (the compiler's exchange): leave two_pass=False "
                              "and exchange unset")
     if config is None:
         config = pick_config(N, dtype_name(x.dtype))
+    elif not isinstance(config, SoftmaxConfig):
+        raise TypeError(f"config must be a SoftmaxConfig (make_config or pick_config), got {type(config).__name__}")
     elif config.block_n < N or config.dtype != dtype_name(x.dtype):
         raise ValueError(f"config was made for N={config.N} {config.dtype}, not N={N} {dtype_name(x.dtype)}; "
                          f"build one with pick_config({N}, {dtype_name(x.dtype)!r})")
+    if exchange is None:                       # the configuration's, unless a copy of softmax_kernel is given
+        exchange = "compiler" if kernel is not None else config.exchange
+    if exchange == "pipelined" and not two_pass:
+        check_pipelined(config)
     require(CLUSTERS, "multicta_softmax")
     check_on_gpu(x, "x")
     if M == 0 or N == 0:
@@ -458,16 +580,35 @@ def multicta_softmax(x, out=None, *, config: SoftmaxConfig | None = None, two_pa
     align = alignment(N, x, out, config.vec)
     if two_pass:
         kernel, extra = softmax_two_pass_kernel, dict(layout=config.layout_2d)
-    elif exchange == "one_round" and config.num_ctas > 1:
-        kernel, extra = softmax_one_round_kernel, dict(layout=config.layout, **config.exchange_layouts(),
-                                                       INSTRUMENT=instrument)
+    elif exchange in ("one_round", "pipelined") and config.num_ctas > 1:
+        kernel = softmax_pipelined_kernel if exchange == "pipelined" else softmax_one_round_kernel
+        extra = dict(layout=config.layout, **config.exchange_layouts(), INSTRUMENT=instrument)
     else:
         kernel, extra = kernel or softmax_kernel, dict(layout=config.layout, INSTRUMENT=instrument)
-    kernel[(math.ceil(M / config.block_m),)](
-        x, out, M, N // align, x.stride(0) // align, out.stride(0) // align,
-        BLOCK_M=config.block_m, BLOCK_N=config.block_n, ALIGN=align, **extra,
-        num_warps=config.num_warps, num_ctas=config.num_ctas)
+    args = (x, out, M, N // align, x.stride(0) // align, out.stride(0) // align)
+    meta = dict(BLOCK_M=config.block_m, BLOCK_N=config.block_n, ALIGN=align, **extra, num_warps=config.num_warps,
+                num_ctas=config.num_ctas)
+    blocks = math.ceil(M / config.block_m)
+    if kernel is softmax_pipelined_kernel:                 # persistent: the clusters that fit at once, no more
+        blocks = min(blocks, resident_programs(kernel, args, meta, config.num_ctas))
+    kernel[(blocks,)](*args, **meta)
     return out
+
+
+_RESIDENT = {}
+
+
+def resident_programs(kernel, args, meta, num_ctas: int) -> int:
+    """How many clusters of ``kernel`` (compiled for these arguments) fit on the current GPU at once: the persistent
+    grid. Asked once per compiled kernel and GPU (CUDA's occupancy calculator, :func:`core.occupancy.max_clusters`)."""
+    import torch
+
+    from .core.occupancy import max_clusters
+    compiled = kernel.warmup(*args, **meta, grid=(1,))
+    key = (id(compiled), torch.cuda.current_device())
+    if key not in _RESIDENT:
+        _RESIDENT[key] = max(1, max_clusters(compiled, num_ctas))
+    return _RESIDENT[key]
 
 
 def config_of(spec) -> SoftmaxConfig:
@@ -515,7 +656,7 @@ def kernel_spec(name, kernel, use_2d, num_ctas, N, num_warps, block_m, dtype, in
             num_warps *= 2
     cfg = make_config(N, num_ctas, num_warps, block_m, dtype)
     ty = DTYPES[dtype].short
-    one_round = kernel is softmax_one_round_kernel
+    one_round = kernel in (softmax_one_round_kernel, softmax_pipelined_kernel)
     extra = cfg.exchange_layouts() if one_round else {}
     sig = {"x_ptr": f"*{ty}", "out_ptr": f"*{ty}", "M": "i32", "n_div": "i32", "x_stride_div": "i32",
            "out_stride_div": "i32", "BLOCK_M": "constexpr", "BLOCK_N": "constexpr", "ALIGN": "constexpr",
@@ -542,6 +683,18 @@ def softmax_one_round_spec(num_ctas: int = 2, N: int | None = None, num_warps: i
     check_cluster_size(num_ctas, low=2)
     return kernel_spec("softmax_one_round", softmax_one_round_kernel, False, num_ctas, N, num_warps, block_m, dtype,
                        instrument)
+
+
+def softmax_pipelined_spec(num_ctas: int = 2, N: int | None = None, num_warps: int | None = None,
+                           block_m: int | None = None, dtype: str = "float16", instrument: bool = False) -> lens.KernelSpec:
+    """The pipelined softmax (persistent clusters, the next block's loads in flight through the one-round exchange),
+    for clusters of 2 or more; by default in fp16, the dtype it was built for."""
+    check_cluster_size(num_ctas, low=2)
+    spec = kernel_spec("softmax_pipelined", softmax_pipelined_kernel, False, num_ctas, N, num_warps, block_m, dtype,
+                       instrument)
+    c, o = spec.constexprs, spec.options
+    check_pipelined(make_config(c["BLOCK_N"], num_ctas, o["num_warps"], c["BLOCK_M"], dtype))
+    return spec
 
 
 def softmax_two_pass_spec(num_ctas: int = 1, N: int | None = None, num_warps: int | None = None,

@@ -21,7 +21,8 @@ def test_the_data_is_what_the_tool_writes_now():
 
 def test_the_picker_reads_the_recorded_sweeps_from_the_package():
     recs, meta = softmax.recorded_sweeps("h200")
-    want = [{**r, "dtype": r.get("dtype", res["method"]["dtype"]), "date": res["date"]}   # each row's provenance
+    want = [{**r, "dtype": r.get("dtype", res["method"]["dtype"]), "exchange": r.get("exchange"),   # provenance
+             "date": res["date"]}
             for res in (results.load(f"h200/{name}") for name in softmax.SWEEPS) for r in results.records(res)]
     assert list(recs) == want and meta["gpu"] == results.load("h200/softmax_sweep.json")["gpu"]
     assert {r["dtype"] for r in recs} == {"float32", "float16", "bfloat16"}

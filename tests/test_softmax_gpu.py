@@ -76,14 +76,17 @@ FAR_BELOW = [40000, 100000, 200000, 1000, 65536]
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 
 
-@pytest.mark.parametrize("exchange", ["compiler", "one_round"])
+@pytest.mark.parametrize("exchange", ["compiler", "one_round", "pipelined"])
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shift", [-50.0, -90.0, -200.0])
 @pytest.mark.parametrize("N", FAR_BELOW)
 def test_rows_far_below_zero(N, shift, dtype, exchange):
     x = (torch.randn(3, N, device="cuda") + shift).to(dtype)
     out = poisoned(x.shape, dtype)
-    multicta_softmax(x, out, exchange=exchange)
+    cfg = _pipelined_config(N, dtype) if exchange == "pipelined" else None
+    if exchange == "pipelined" and cfg is None:
+        pytest.skip(f"no pipelined configuration holds rows of {N} {dtype}")
+    multicta_softmax(x, out, config=cfg, exchange=exchange)
     assert_softmax_close(out, x, f"randn {shift:+g}, N = {N}, {dtype}, {exchange}")
 
 
@@ -94,9 +97,12 @@ def test_rows_of_minus_inf_but_one(N, dtype):
     x = torch.full((4, N), float("-inf"), device="cuda", dtype=dtype)
     where = torch.tensor([0, N // 3, N - 1, N // 2])
     x[torch.arange(4), where] = torch.tensor([0.0, -300.0, 7.0, -95.0], device="cuda").to(dtype)
-    for two_pass, exchange in ((False, "compiler"), (True, "compiler"), (False, "one_round")):
+    for two_pass, exchange in ((False, "compiler"), (True, "compiler"), (False, "one_round"), (False, "pipelined")):
+        cfg = _pipelined_config(N, dtype) if exchange == "pipelined" else None
+        if exchange == "pipelined" and cfg is None:
+            continue
         out = poisoned(x.shape, dtype)
-        multicta_softmax(x, out, two_pass=two_pass, exchange=exchange)
+        multicta_softmax(x, out, config=cfg, two_pass=two_pass, exchange=exchange)
         want = torch.zeros_like(out)
         want[torch.arange(4), where] = 1
         assert torch.equal(out, want), f"two_pass={two_pass}, {exchange}: {int((out != want).sum())} elements differ"
@@ -138,3 +144,38 @@ def test_one_round_exchange(M, N, dtype):
             tried += 1
             break
     assert tried >= 1, "no configuration was checked"
+
+
+def _pipelined_config(N, dtype, ctas=None):
+    """The first cluster (from the fewest CTAs, 4 warps first) that the pipelined kernel can run rows of N on."""
+    name = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}[dtype]
+    for c in (ctas,) if ctas else (2, 4, 8, 16):
+        for warps in (4, 8, 16):
+            try:
+                return make_config(N, c, warps, 1, dtype=name, exchange="pipelined")
+            except ValueError:               # too many values per thread, or too few columns per CTA
+                continue
+    return None
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("M, N", [(1, 8192), (13, 40000), (64, 65536), (301, 65536), (45, 100000), (29, 131072),
+                                  (37, 200000), (31, 262144)])
+def test_pipelined_exchange(M, N, dtype):
+    """The persistent kernel at every cluster size that holds the row: as many programs as fit, each walking its
+    row blocks through the two exchange slots (M > programs: several blocks each, a last pair half past M), with
+    strided rows, into a poisoned output, and in place."""
+    x = torch.randn(M, N + 3, device="cuda").to(dtype)[:, :N] * 3
+    tried = 0
+    for ctas in (2, 4, 8, 16):
+        cfg = _pipelined_config(N, dtype, ctas)
+        if cfg is None:
+            continue
+        out = poisoned((M, N), dtype)
+        multicta_softmax(x, out, config=cfg)
+        assert_softmax_close(out, x, f"pipelined, {ctas} CTAs x {cfg.num_warps} warps, {M}x{N} {dtype}")
+        tried += 1
+    assert tried >= 1, "no configuration was checked"
+    inplace = x.clone()
+    multicta_softmax(inplace, inplace, config=cfg)
+    assert_softmax_close(inplace, x, f"pipelined in place, {M}x{N} {dtype}")

@@ -27,14 +27,16 @@ DATA = ROOT / "multicta_kernels" / "data"
 def softmax_sweeps(results: Path = store.RESULTS) -> dict:
     """{gpu folder: {"gpu", "date", "sources", "columns", "rows"}}: the sweeps of every GPU that recorded one, the
     rows of its sweep files in SWEEPS order (all with the first file's columns, and ``dtype``: a file without that
-    column measured the one dtype its method names; ``date``: the day its file was recorded)."""
+    column measured the one dtype its method names; ``exchange``: null where the file has no such column, measured
+    with multicta_softmax's default; ``date``: the day its file was recorded)."""
     out = {}
     for folder in sorted(p for p in results.iterdir() if p.is_dir() and p.name != "reference"):
         found = [store.load(folder / name) for name in SWEEPS if (folder / name).exists()]
         if not found:
             continue
-        columns = [c for c in found[0]["columns"] if c != "dtype"] + ["dtype", "date"]   # fp32-only sweeps: no dtype
-        rows = [[rec.get("dtype", r["method"]["dtype"]) if c == "dtype" else r["date"] if c == "date" else rec[c]
+        columns = [c for c in found[0]["columns"] if c not in ("dtype", "exchange")] + ["dtype", "exchange", "date"]
+        rows = [[rec.get("dtype", r["method"]["dtype"]) if c == "dtype" else r["date"] if c == "date"
+                 else rec.get("exchange") if c == "exchange" else rec[c]       # no exchange column: the default's
                  for c in columns] for r in found for rec in store.records(r)]
         out[folder.name] = {"gpu": found[0]["gpu"], "date": found[0]["date"],
                             "sources": [f"results/{folder.name}/{n}" for n in SWEEPS if (folder / n).exists()],

@@ -9,9 +9,9 @@ from ..core.accuracy import assert_softmax_close
 from ..core.hardware import CLUSTERS, require
 from ..core.occupancy import max_clusters, resident_clusters_known
 from ..measure import ceilings, timing
-from ..softmax import (EXCHANGE_SHAPES, EXCHANGES, MAX_VALUES_PER_THREAD, ODD_SHAPES, ONE_CTA_MAX_N, TUTORIAL_SHAPES,
-                       WIDE_SHAPES, alignment, candidates, multicta_softmax, online_softmax, pick_config,
-                       softmax_kernel, upstream_design, upstream_design_configs)
+from ..softmax import (EXCHANGE_SHAPES, MAX_VALUES_PER_THREAD, ODD_SHAPES, ONE_CTA_MAX_N, TUTORIAL_SHAPES, WIDE_SHAPES,
+                       alignment, candidates, make_config, multicta_softmax, online_softmax, pick_config, softmax_kernel,
+                       softmax_pipelined_kernel, upstream_design, upstream_design_configs)
 
 
 def _measure(x, out, cfg, two_pass=False):
@@ -26,9 +26,10 @@ def _measure(x, out, cfg, two_pass=False):
     return ms, err
 
 
-def sweep(quick: bool = False, log=print, shapes=None, space=None, dtypes=("float32",)) -> dict:
-    """Time every candidate configuration on every benchmark shape, in each of ``dtypes``; ``space`` narrows
-    :func:`candidates` (keyword arguments)."""
+def sweep(quick: bool = False, log=print, shapes=None, space=None, dtypes=("float32",), exchanges=("one_round",)) -> dict:
+    """Time every candidate configuration on every benchmark shape, in each of ``dtypes`` and with each of
+    ``exchanges`` that the configuration can run (the pipelined kernel needs a cluster and registers for two
+    blocks); ``space`` narrows :func:`candidates` (keyword arguments)."""
     import torch
     require(CLUSTERS, "the softmax sweep")
     copy = ceilings.copy_ceiling_gbps()
@@ -40,25 +41,37 @@ def sweep(quick: bool = False, log=print, shapes=None, space=None, dtypes=("floa
             x = torch.empty((M, N), device="cuda").uniform_(-4, 4).to(getattr(torch, dtype))
             out = torch.empty_like(x)
             nbytes = 2 * x.numel() * x.element_size()
-            for cfg in candidates(N, dtype, **(space or {})):
+            for cfg in [c for one in candidates(N, dtype, **(space or {})) for c in _with_exchanges(one, exchanges)]:
                 ms, err = _measure(x, out, cfg)
                 g = timing.gbps(nbytes, ms)
                 rows.append([M, N, cfg.num_ctas, cfg.num_warps, cfg.block_m, cfg.values_per_thread,
-                             round(ms * 1e3, 2), round(g, 1), round(g / copy, 4), err, dtype])
-                log(f"[softmax-sweep] {dtype} {M}x{N} ctas={cfg.num_ctas} warps={cfg.num_warps} rows={cfg.block_m}: "
-                    f"{g:.0f} GB/s ({g / copy:.2f} of copy) err={err:.1e}")
+                             round(ms * 1e3, 2), round(g, 1), round(g / copy, 4), err, dtype, cfg.exchange])
+                log(f"[softmax-sweep] {dtype} {M}x{N} ctas={cfg.num_ctas} warps={cfg.num_warps} rows={cfg.block_m} "
+                    f"{cfg.exchange}: {g:.0f} GB/s ({g / copy:.2f} of copy) err={err:.1e}")
             del x, out
             torch.cuda.empty_cache()
     return {"method": {"timer": "do_bench_cudagraph", "statistic": "median", "dtype": ", ".join(dtypes),
                        "data": "uniform(-4, 4), fresh per shape",
                        "bytes": "2 * M * N * element size (read x, write out)",
-                       "exchange": "the default of multicta_softmax (one_round)",
+                       "exchange": "column exchange: " + ", ".join(exchanges) + " (one CTA: no exchange; pipelined: "
+                                   "where check_pipelined allows it, as many clusters as fit at once)",
                        "space": f"candidates(N, dtype): 1-16 CTAs, 1-16 warps, 16-{MAX_VALUES_PER_THREAD} values per "
                                 "thread"},
             "ceilings": {"copy_gbps": round(copy, 1)},
             "columns": ["M", "N", "num_ctas", "num_warps", "block_m", "values_per_thread", "time_us",
-                        "gbps", "fraction_of_copy", "max_abs_err", "dtype"],
+                        "gbps", "fraction_of_copy", "max_abs_err", "dtype", "exchange"],
             "rows": rows}
+
+
+def _with_exchanges(cfg, exchanges):
+    """``cfg`` once per exchange it can run: the pipelined one only with a cluster and registers for two blocks."""
+    out = []
+    for exchange in exchanges:
+        try:
+            out.append(make_config(cfg.N, cfg.num_ctas, cfg.num_warps, cfg.block_m, cfg.dtype, exchange=exchange))
+        except ValueError:
+            continue
+    return out
 
 
 WIDE_SPACE = dict(min_values=32, max_rows=2)       # wide rows: fewer, fuller threads; at most 2 rows per program
@@ -79,7 +92,7 @@ def sweep_half(quick: bool = False, log=print) -> dict:
     """The sweep of fp16 and bf16 on the rows that need a cluster (HALF_SHAPES, over WIDE_SPACE): what the picker
     chooses from for the half types (before it, they took the configuration measured for fp32)."""
     result = sweep(log=log, shapes=HALF_SHAPES[:1] if quick else HALF_SHAPES, space=WIDE_SPACE,
-                   dtypes=("float16", "bfloat16"))
+                   dtypes=("float16", "bfloat16"), exchanges=("one_round", "pipelined"))
     result["method"]["space"] = f"candidates(N, dtype, **{WIDE_SPACE})"
     return result
 
@@ -186,7 +199,7 @@ def exchange_benchmark(quick: bool = False, log=print) -> dict:
             gb = lambda ms: timing.gbps(2 * x.numel() * x.element_size(), ms)   # noqa: E731
             cfg = pick_config(N, dtype)
             got = {}
-            for exchange in EXCHANGES:
+            for exchange in ("compiler", "one_round"):
                 multicta_softmax(x, out, config=cfg, exchange=exchange)
                 assert_softmax_close(out, x, f"{exchange} exchange {M}x{N} {dtype}")
                 got[exchange] = gb(timing.time_ms(lambda: multicta_softmax(x, out, config=cfg, exchange=exchange)))
@@ -223,9 +236,12 @@ def _resident_clusters(x, out, cfg, max_clusters) -> int:
     """How many clusters of the picked kernel the GPU holds at once (the occupancy calculator)."""
     M, N = x.shape
     align = alignment(N, x, out, cfg.vec)
-    compiled = softmax_kernel.warmup(x, out, M, N // align, x.stride(0) // align, out.stride(0) // align,
-                                     BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, ALIGN=align, layout=cfg.layout,
-                                     INSTRUMENT=False, grid=(1,), num_warps=cfg.num_warps, num_ctas=cfg.num_ctas)
+    pipelined = cfg.exchange == "pipelined"
+    kernel = softmax_pipelined_kernel if pipelined else softmax_kernel
+    extra = cfg.exchange_layouts() if pipelined else {}
+    compiled = kernel.warmup(x, out, M, N // align, x.stride(0) // align, out.stride(0) // align,
+                             BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, ALIGN=align, layout=cfg.layout, **extra,
+                             INSTRUMENT=False, grid=(1,), num_warps=cfg.num_warps, num_ctas=cfg.num_ctas)
     if not resident_clusters_known(cfg.num_warps, compiled.metadata.shared):
         return None                          # Triton's binding assumes 4 warps: its answer would be wrong
     return max_clusters(compiled, cfg.num_ctas)

@@ -27,7 +27,7 @@ import types
 from triton.language.core import constexpr as _constexpr
 
 from .. import catalog
-from ..gluon import sync
+from ..gluon import convert, sync
 from .agreement import model_sequences
 from .language import Protocol, ch2, commit_targets, multicast_group
 
@@ -326,6 +326,7 @@ def _builtins(tr: Tracer) -> dict:
         (sync.__name__, "acquire_wait"): lambda bar, phase, pred=True: _on(pred) and rec(
             f"wait={int(_known(phase, 'a wait parity')) & 1}"),
         (sync.__name__, "cluster_fence"): lambda: OPAQUE,
+        (convert.__name__, "to_fp32"): lambda x: OPAQUE,
     }
     return {"gl": gl, "mbarrier": mbarrier, "tma": tma, "hopper": hopper, "fence_async_shared": lambda *a, **k: rec("~fence"),
             "scope": Scope, "CachePolicy": OPAQUE, "FractionalEvictionPolicy": OPAQUE, **blackwell,
