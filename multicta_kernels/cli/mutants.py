@@ -350,6 +350,13 @@ def why_survived(unit: str, operator: str, site: str) -> str:
         why = "the multicast flag changes which CTAs a load reaches, which no tie resolves here"
     elif operator == "mask" and "two_ctas" in site:
         why = "the cta_group of an MMA changes who issues it, not the barrier operations the ties compare"
+    elif operator == "drop fence" and "gl.barrier()" in site:
+        why = ("the compiler's own bar.sync before each st.async (the stored value passes through its shared memory) "
+               "also lies between the last block's reads of the slot and this block's stores: correct without it; "
+               "the kernel keeps its own barrier so as not to rest on where the compiler puts one")
+    elif operator == "swap" and "gl.barrier()" in site and "mbarrier.expect" in site:
+        why = ("equivalent: the expect is an arrival on this CTA's own barrier; the CTA barrier orders the reads of "
+               "the other slot before the stores, which both orders keep")
     elif operator == "drop fence":
         why = "the fence orders nothing the ties or the program's rules follow"
     elif operator in ("move release", "drop release"):
