@@ -244,6 +244,7 @@ def softmax_pipelined_kernel(x_ptr, out_ptr, M, n_div, x_stride_div, out_stride_
                                out_stride, m_all1, s_all1, landed.index(1), parity, layout, parts, mine_smem,
                                everyone, INSTRUMENT)
         parity ^= 1
+    gl.barrier()                                            # every warp is past its last wait before the inval
     mbarrier.invalidate(landed.index(0))
     mbarrier.invalidate(landed.index(1))
 
@@ -388,6 +389,7 @@ def make_config(N: int, num_ctas: int = 1, num_warps: int = 4, block_m: int = 1,
 # bytes per thread. 128 fp16/bf16 values (128 x (4 + 2)) compile to 255 registers without a spill; 128 fp32 values
 # (128 x 8) spill 852 bytes (lens.resources() on the CPU: tests/test_softmax_pipelined.py checks both).
 PIPELINED_BYTES_PER_THREAD = MAX_VALUES_PER_THREAD * (4 + 2)
+PIPELINED_MAX_WARPS = 8          # and one row per program: ptxas spills with more (tests/test_softmax_pipelined.py)
 
 
 def check_pipelined(cfg: SoftmaxConfig) -> None:
@@ -395,9 +397,14 @@ def check_pipelined(cfg: SoftmaxConfig) -> None:
     if cfg.num_ctas < 2:
         raise ValueError("exchange='pipelined' needs a cluster of 2 or more CTAs (it stores into peers' shared "
                          "memory); one CTA needs no exchange: use exchange='one_round'")
+    if cfg.block_m != 1 or cfg.num_warps > PIPELINED_MAX_WARPS:
+        raise ValueError(
+            f"exchange='pipelined' takes one row per program and at most {PIPELINED_MAX_WARPS} warps (more rows or a "
+            f"16-warp CTA's 128 registers a thread spill two blocks), got {cfg.block_m} row(s) and {cfg.num_warps} "
+            "warps; use more CTAs, or exchange='one_round'")
     need = cfg.values_per_thread * (4 + DTYPES[cfg.dtype].bytes)
     if need > PIPELINED_BYTES_PER_THREAD:
-        most = PIPELINED_BYTES_PER_THREAD // (4 + DTYPES[cfg.dtype].bytes)
+        most = 1 << (PIPELINED_BYTES_PER_THREAD // (4 + DTYPES[cfg.dtype].bytes)).bit_length() - 1
         raise ValueError(
             f"exchange='pipelined' holds two blocks per thread: {cfg.values_per_thread} {cfg.dtype} values need "
             f"{need} bytes (limit {PIPELINED_BYTES_PER_THREAD}, at most {most} values per thread); use more CTAs "
@@ -450,7 +457,8 @@ def recorded_best(N: int, gpu_folder: str = "h200", dtype: str = "float32"):
 
 def _cfg_text(r) -> str:
     pipelined = r.get("exchange") == "pipelined"
-    return f"{r['num_ctas']} CTA(s) x {r['num_warps']} warp(s) x {r['block_m']} row(s)" + (", pipelined" * pipelined)
+    return (f"{r['num_ctas']} CTA(s) x {r['num_warps']} warp(s) x {r['block_m']} row(s)"
+            + (" with the pipelined exchange" if pipelined else ""))
 
 
 def pick_config(N: int, dtype: str = "float32") -> SoftmaxConfig:
@@ -516,8 +524,9 @@ def multicta_softmax(x, out=None, *, config: SoftmaxConfig | None = None, two_pa
     shared memory and waits once; faster than the compiler's on every width and dtype measured on the H200:
     results/h200/softmax_exchange.json) or "pipelined" (``softmax_pipelined_kernel``: the same round in persistent
     clusters, as many as fit on the GPU at once, each loading its next row block while it exchanges and stores this
-    one); the default is ``config.exchange``, the one the recorded sweep measured best; one CTA needs no exchange. ``instrument=True`` compiles the timeline
-    scopes in (they record only under proton: see ``multicta_kernels.measure.traces``). ``kernel`` launches
+    one); the default is ``config.exchange``, the one the recorded sweep measured best; one CTA needs no exchange.
+    ``instrument=True`` compiles the timeline scopes in (they record only under proton: see
+    ``multicta_kernels.measure.traces``). ``kernel`` launches
     another ``@gluon.jit`` function with ``softmax_kernel``'s parameters in its place (a copy you changed, as in
     chapter 1's "Change it and see", with the compiler's exchange; ``config_of(spec)`` gives the configuration of
     its lens spec).
@@ -590,7 +599,11 @@ def multicta_softmax(x, out=None, *, config: SoftmaxConfig | None = None, two_pa
                 num_ctas=config.num_ctas)
     blocks = math.ceil(M / config.block_m)
     if kernel is softmax_pipelined_kernel:                 # persistent: the clusters that fit at once, no more
-        blocks = min(blocks, resident_programs(kernel, args, meta, config.num_ctas))
+        blocks = min(blocks, resident_programs(kernel, args, meta, config))
+        reach = (2 * blocks + 1) * config.block_m               # past M, the loop's last rows + 2 * step
+        if M + reach > 2**31 - 1:                                # its row indices are 32-bit
+            raise ValueError(f"exchange='pipelined' walks rows with 32-bit indices: M = {M} is within {reach} of "
+                             "2**31; use exchange='one_round'")
     kernel[(blocks,)](*args, **meta)
     return out
 
@@ -598,16 +611,19 @@ def multicta_softmax(x, out=None, *, config: SoftmaxConfig | None = None, two_pa
 _RESIDENT = {}
 
 
-def resident_programs(kernel, args, meta, num_ctas: int) -> int:
-    """How many clusters of ``kernel`` (compiled for these arguments) fit on the current GPU at once: the persistent
-    grid. Asked once per compiled kernel and GPU (CUDA's occupancy calculator, :func:`core.occupancy.max_clusters`)."""
+def resident_programs(kernel, args, meta, config: SoftmaxConfig) -> int:
+    """How many clusters of ``kernel`` (compiled for these arguments with ``config``) fit on the current GPU at once:
+    the persistent grid. Asked once per configuration, dtype, alignment and GPU (CUDA's occupancy calculator,
+    :func:`core.occupancy.max_clusters`; it may overestimate for CTAs of other than 4 warps: then the last clusters
+    wait for a first wave to finish, slower, not wrong)."""
     import torch
 
     from .core.occupancy import max_clusters
-    compiled = kernel.warmup(*args, **meta, grid=(1,))
-    key = (id(compiled), torch.cuda.current_device())
+    key = (kernel.__name__, config.num_ctas, config.num_warps, config.block_m, config.block_n, config.dtype,
+           meta["ALIGN"], torch.cuda.current_device())
     if key not in _RESIDENT:
-        _RESIDENT[key] = max(1, max_clusters(compiled, num_ctas))
+        compiled = kernel.warmup(*args, **meta, grid=(1,))
+        _RESIDENT[key] = max(1, max_clusters(compiled, config.num_ctas))
     return _RESIDENT[key]
 
 
@@ -685,8 +701,9 @@ def softmax_one_round_spec(num_ctas: int = 2, N: int | None = None, num_warps: i
                        instrument)
 
 
-def softmax_pipelined_spec(num_ctas: int = 2, N: int | None = None, num_warps: int | None = None,
-                           block_m: int | None = None, dtype: str = "float16", instrument: bool = False) -> lens.KernelSpec:
+def softmax_pipelined_spec(num_ctas: int = 2, N: int | None = None, num_warps: int | None = 4,
+                           block_m: int | None = 1, dtype: str = "float16",
+                           instrument: bool = False) -> lens.KernelSpec:
     """The pipelined softmax (persistent clusters, the next block's loads in flight through the one-round exchange),
     for clusters of 2 or more; by default in fp16, the dtype it was built for."""
     check_cluster_size(num_ctas, low=2)

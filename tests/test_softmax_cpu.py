@@ -29,9 +29,10 @@ RECORDED_BEST = {   # (N, dtype): (CTAs, warps, rows), fraction of copy, configu
     (65536, "float32"): ((4, 4, 1), "0.969", 23, "2026-12-02"),
     (131072, "float32"): ((16, 2, 1), "0.943", 16, "2026-12-02"),
     (262144, "float32"): ((16, 4, 1), "0.925", 9, "2026-12-02"),
-    (65536, "float16"): ((8, 4, 1), "0.864", 21, "2026-12-02"),
-    (131072, "bfloat16"): ((16, 4, 2), "0.781", 15, "2026-12-02"),
+    (65536, "float16"): ((4, 4, 1), "0.909", 30, "2026-12-02"),       # the pipelined exchange, both
+    (131072, "bfloat16"): ((8, 4, 1), "0.871", 21, "2026-12-02"),
 }
+PIPELINED = {(65536, "float16"), (131072, "bfloat16")}
 
 
 @pytest.mark.parametrize("N, dtype", sorted(RECORDED_BEST))
@@ -41,8 +42,10 @@ def test_picker_takes_the_recorded_best_and_says_so(N, dtype):
     (ctas, warps, rows), fraction, measured, day = RECORDED_BEST[(N, dtype)]
     cfg = softmax.pick_config(N, dtype)
     assert (cfg.num_ctas, cfg.num_warps, cfg.block_m) == (ctas, warps, rows)
+    how = " with the pipelined exchange" if (N, dtype) in PIPELINED else ""
+    assert cfg.exchange == ("pipelined" if how else "one_round")
     assert (f"measured on the NVIDIA H200 ({day}, results/h200/softmax_sweep*.json): {ctas} CTA(s) x {warps} "
-            f"warp(s) x {rows} row(s) moved {dtype} rows of {N} at {fraction} of the copy bandwidth, the best of "
+            f"warp(s) x {rows} row(s){how} moved {dtype} rows of {N} at {fraction} of the copy bandwidth, the best of "
             f"{measured} configurations tried") in cfg.explain()
 
 

@@ -34,7 +34,7 @@ def test_a_turn_loads_the_next_block_before_it_waits_for_the_exchange(num_ctas):
     steps = [k for i, k in enumerate(steps) if i == 0 or steps[i - 1] != k]
     assert steps == ["load", "expect", "st.async", "wait", "store"] * 2, steps
     for block in (seq[:seq.index("store") + 1], seq[seq.index("store") + 1:]):
-        assert "bar.sync" in block[block.index("load"):block.index("st.async")], f"no CTA barrier before st.async: {block}"
+        assert "bar.sync" in block[block.index("load"):block.index("st.async")], f"no bar.sync before st.async: {block}"
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
@@ -52,7 +52,7 @@ def test_fp32_at_the_register_limit_spills_and_is_refused():
     spec = softmax.kernel_spec("softmax_pipelined", softmax.softmax_pipelined_kernel, False, 16, 262144, 4, 1,
                                "float32")
     assert lens.compile(spec, "sm_90a").resources()["spill_stores"] > 0
-    with pytest.raises(ValueError, match=r"pipelined.*1024 bytes \(limit 768, at most 96 values per thread\)"):
+    with pytest.raises(ValueError, match=r"pipelined.*1024 bytes \(limit 768, at most 64 values per thread\)"):
         softmax.make_config(262144, 16, 4, 1, "float32", exchange="pipelined")
     assert softmax.make_config(262144, 16, 8, 1, "float32", exchange="pipelined").values_per_thread == 64
 
@@ -67,10 +67,36 @@ def test_bf16_widened_by_a_shift_is_the_conversion():
     assert np.array_equal(mine.view(np.uint32), want.view(np.uint32))
 
 
+@pytest.mark.parametrize("N, ctas, warps, dtype", [(262144, 8, 8, "float16"), (131072, 4, 8, "bfloat16"),
+                                                   (32768, 2, 8, "float32"), (16384, 2, 4, "bfloat16")])
+def test_the_corners_of_what_make_config_accepts_do_not_spill(N, ctas, warps, dtype):
+    """The largest accepted per-thread loads (128 half values or 64 fp32 values at 8 warps, 128 at 4) compile without
+    a spill: the rule is what ptxas allows, not a guess (a reviewer found 16 warps and several rows a program spill,
+    which make_config now refuses)."""
+    cfg = softmax.make_config(N, ctas, warps, 1, dtype, exchange="pipelined")
+    spec = softmax.kernel_spec("softmax_pipelined", softmax.softmax_pipelined_kernel, False, ctas, N, warps, 1, dtype)
+    r = lens.compile(spec, "sm_90a").resources()
+    assert r["spill_stores"] == r["stack"] == 0, (cfg.explain(), r)
+
+
+@pytest.mark.parametrize("name", ["softmax_one_round", "softmax_pipelined"])
+def test_every_warp_is_past_its_last_wait_before_the_barriers_are_invalidated(name):
+    """An mbarrier.inval while another warp still waits on that barrier is undefined (PTX ISA, mbarrier.inval): a
+    bar.sync lies between the last try_wait and the first inval (the pipelined kernel's own gl.barrier(); in the
+    one-round kernel the compiler's, before the reads of the second buffer)."""
+    ptx = catalog.compile(name, "sm_90a", num_ctas=4).ptx
+    ops = [op for _, op, _ in lens.instructions(ptx)]
+    last_wait = max(i for i, op in enumerate(ops) if op.startswith("mbarrier.try_wait"))
+    inval = min(i for i, op in enumerate(ops) if op.startswith("mbarrier.inval"))
+    assert last_wait < inval and any(op.startswith("bar.sync") for op in ops[last_wait:inval]), name
+
+
 @pytest.mark.parametrize("kwargs, msg", [
     (dict(N=4096, num_ctas=1, exchange="pipelined"), "needs a cluster of 2 or more CTAs"),
     (dict(N=65536, num_ctas=4, exchange="fast"), "exchange must be one of"),
     (dict(N=262144, num_ctas=16, dtype="float32", exchange="pipelined"), "holds two blocks per thread"),
+    (dict(N=262144, num_ctas=4, num_warps=16, dtype="float16", exchange="pipelined"), "at most 8 warps"),
+    (dict(N=8192, num_ctas=2, block_m=4, dtype="float16", exchange="pipelined"), "one row per program"),
 ])
 def test_make_config_refuses_what_the_pipelined_kernel_cannot_run(kwargs, msg):
     with pytest.raises(ValueError, match=msg):

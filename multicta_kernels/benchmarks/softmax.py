@@ -26,7 +26,8 @@ def _measure(x, out, cfg, two_pass=False):
     return ms, err
 
 
-def sweep(quick: bool = False, log=print, shapes=None, space=None, dtypes=("float32",), exchanges=("one_round",)) -> dict:
+def sweep(quick: bool = False, log=print, shapes=None, space=None, dtypes=("float32",),
+          exchanges=("one_round",)) -> dict:
     """Time every candidate configuration on every benchmark shape, in each of ``dtypes`` and with each of
     ``exchanges`` that the configuration can run (the pipelined kernel needs a cluster and registers for two
     blocks); ``space`` narrows :func:`candidates` (keyword arguments)."""
