@@ -397,6 +397,12 @@ def check_pipelined(cfg: SoftmaxConfig) -> None:
     if cfg.num_ctas < 2:
         raise ValueError("exchange='pipelined' needs a cluster of 2 or more CTAs (it stores into peers' shared "
                          "memory); one CTA needs no exchange: use exchange='one_round'")
+    lanes = cfg.num_ctas * cfg.num_warps * 32 * cfg.vec            # columns one row of the cluster's threads covers
+    if cfg.block_m != 1 and lanes > cfg.block_n:
+        raise ValueError(
+            f"exchange='pipelined' takes one row per program: rows of {cfg.N} (a {cfg.block_n}-wide tile) are too "
+            f"short for {cfg.num_ctas} CTAs x {cfg.num_warps} warps ({lanes} columns of {cfg.vec}-wide vectors), so "
+            f"the layout stacks {cfg.block_m} rows; use fewer CTAs or warps, or exchange='one_round'")
     if cfg.block_m != 1 or cfg.num_warps > PIPELINED_MAX_WARPS:
         raise ValueError(
             f"exchange='pipelined' takes one row per program and at most {PIPELINED_MAX_WARPS} warps (more rows or a "

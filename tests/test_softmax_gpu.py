@@ -179,3 +179,31 @@ def test_pipelined_exchange(M, N, dtype):
     inplace = x.clone()
     multicta_softmax(inplace, inplace, config=cfg)
     assert_softmax_close(inplace, x, f"pipelined in place, {M}x{N} {dtype}")
+
+
+@pytest.mark.parametrize("exchange", ["one_round", "pipelined"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize("N", [17, 999, 4097, 40001, 65535, 100003, 131071, 200000])
+def test_widths_that_are_not_powers_of_two_at_every_cluster_size(N, dtype, exchange):
+    """The hand-written exchanges on rows that fill a power-of-two tile only in part (the last CTAs may hold a short
+    share, or none), at every cluster size that holds the row, contiguous (vector loads) and strided by an odd step
+    (scalar ones), every element checked in a poisoned output."""
+    if exchange == "pipelined" and N < 4096:
+        pytest.skip("one row per program: rows this short stack rows in every layout (make_config refuses them)")
+    name = {torch.float32: "float32", torch.float16: "float16"}[dtype]
+    x = (torch.randn(5, N + 1, device="cuda") * 3).to(dtype)
+    tried = 0
+    for ctas in (2, 4, 8, 16):
+        for warps in (4, 8, 16):
+            try:
+                cfg = make_config(N, ctas, warps, 1, dtype=name, exchange=exchange)
+            except ValueError:               # too many values per thread, too few columns, or it would spill
+                continue
+            for rows in (x[:, :N].contiguous(), x[:, :N]):
+                out = poisoned((5, N), dtype)
+                multicta_softmax(rows, out, config=cfg)
+                assert_softmax_close(out, rows, f"{exchange}, {ctas} CTAs x {warps} warps, N={N} {dtype}, "
+                                                f"stride {rows.stride(0)}")
+            tried += 1
+            break
+    assert tried >= 1, "no configuration was checked"

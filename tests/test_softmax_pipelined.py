@@ -98,6 +98,7 @@ def test_every_warp_is_past_its_last_wait_before_the_barriers_are_invalidated(na
     (dict(N=262144, num_ctas=16, dtype="float32", exchange="pipelined"), "holds two blocks per thread"),
     (dict(N=262144, num_ctas=4, num_warps=16, dtype="float16", exchange="pipelined"), "at most 8 warps"),
     (dict(N=8192, num_ctas=2, block_m=4, dtype="float16", exchange="pipelined"), "one row per program"),
+    (dict(N=999, num_ctas=2, dtype="float16", exchange="pipelined"), "too short for 2 CTAs x 4 warps .* stacks 2 rows"),
 ])
 def test_make_config_refuses_what_the_pipelined_kernel_cannot_run(kwargs, msg):
     with pytest.raises(ValueError, match=msg):

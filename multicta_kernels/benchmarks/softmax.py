@@ -138,8 +138,9 @@ def benchmark(quick: bool = False, log=print, dtypes=("float32",), shapes=None) 
         rows.append([M, N, cfg.num_ctas, cfg.num_warps, cfg.block_m, cfg.values_per_thread, resident, round(g, 1),
                      round(gb(two_ms), 1), seed_gb, seed_cfg, round(gb(torch_ms), 1), online,
                      round(gb(copy_ms), 1), round(g / copy, 4), seed_gb and round(seed_gb / copy, 4),
-                     round(gb(torch_ms) / copy, 4), err, dtype])
-        log(f"[softmax] {dtype} {M}x{N}: ours {g:.0f} GB/s ({g / copy:.3f}) with {cfg.num_ctas}x{cfg.num_warps}, upstream design "
+                     round(gb(torch_ms) / copy, 4), err, dtype, cfg.exchange])
+        log(f"[softmax] {dtype} {M}x{N}: ours {g:.0f} GB/s ({g / copy:.3f}) with {cfg.num_ctas}x{cfg.num_warps} "
+            f"{cfg.exchange}, upstream design "
             f"{seed_gb} ({seed_cfg}), torch {gb(torch_ms):.0f}, online {online}, {resident} clusters resident")
         del x, out
         torch.cuda.empty_cache()
@@ -148,7 +149,8 @@ def benchmark(quick: bool = False, log=print, dtypes=("float32",), shapes=None) 
                                                      "HALF_BENCH_SHAPES)",
                        "data": "uniform(-4, 4), fresh per shape",
                        "bytes": "2 * M * N * element size (read x, write out)",
-                       "exchange": "the default of multicta_softmax (one_round; two_pass_gbps: the two-pass kernel)",
+                       "exchange": "column exchange: the picked configuration's (config.exchange, the default of "
+                                   "multicta_softmax; one CTA: none); two_pass_gbps: the two-pass kernel",
                        "config": "pick_config(N, dtype): the best of the recorded sweep for this width and dtype",
                        "seed_design": "upstream_design_kernel (the design of python/tutorials/gluon/14-multicta.py), "
                                       "best of upstream_design_configs(N) in this run",
@@ -159,7 +161,7 @@ def benchmark(quick: bool = False, log=print, dtypes=("float32",), shapes=None) 
             "columns": ["M", "N", "num_ctas", "num_warps", "block_m", "values_per_thread", "resident_clusters",
                         "gluon_gbps", "two_pass_gbps", "seed_design_gbps", "seed_design_config", "torch_gbps",
                         "online_gbps", "copy_same_bytes_gbps", "gluon_fraction", "seed_design_fraction",
-                        "torch_fraction", "max_abs_err", "dtype"],
+                        "torch_fraction", "max_abs_err", "dtype", "exchange"],
             "rows": rows}
 
 
