@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""Where the pipelined softmax's time goes, by CTA of the cluster: fp16 against bf16, 262144 against 200000
+(about a minute on a Hopper GPU).
+
+    bash .device/run python3 tools/record_pipelined_phases.py --out $OUT        # the device machine
+    .venv/bin/python tools/record_pipelined_phases.py --out results/h200          # a GPU node
+
+For each (dtype, width), at the configuration the half sweep picked (softmax_pipelined_kernel), one launch of
+M rows with the timeline scopes compiled in (after a warm-up launch) under proton's instrumentation backend,
+its output checked against torch before its phases are kept. In the pipelined kernel the "local" scope starts
+with the wait for the block's loads (issued one block earlier), so a long "local" is memory not yet arrived.
+Writes ``softmax_pipelined_phases.json`` (median, min and max of every scope in every CTA rank, over the warps
+and rows of that rank, and the plain kernel's GB/s over 8192 rows, timed without scopes) and the 262144-wide
+traces ``timeline_softmax_pipelined_<dtype>.json`` (two clusters kept).
+"""
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tools"))
+
+from record_timelines import say, sm_clock_mhz  # noqa: E402
+
+from multicta_kernels import results, softmax as sm  # noqa: E402
+from multicta_kernels.core.accuracy import assert_softmax_close  # noqa: E402
+from multicta_kernels.core.hardware import CLUSTERS, require_or_exit  # noqa: E402
+from multicta_kernels.measure import timing, traces as tl  # noqa: E402
+
+CASES = [("float16", 262144), ("bfloat16", 262144), ("float16", 200000), ("bfloat16", 200000)]
+M, TIMED_ROWS = 256, 8192
+COLUMNS = ["dtype", "N", "config", "gbps_8192_rows", "rank", "scope", "count", "median_ns", "min_ns", "max_ns"]
+
+
+def by_rank(trace) -> list:
+    """(rank, scope, count, median, min, max) over every warp and row of each CTA rank."""
+    groups = {}
+    for r in trace.records():
+        groups.setdefault((r["rank"], r["scope"]), []).append(r["end_ns"] - r["start_ns"])
+    return [(rank, scope, len(d), round(statistics.median(d), 1), round(min(d), 1), round(max(d), 1))
+            for (rank, scope), d in sorted(groups.items())]
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", required=True)
+    out = Path(ap.parse_args(argv).out)
+    out.mkdir(parents=True, exist_ok=True)
+    import torch
+    require_or_exit("record_pipelined_phases", CLUSTERS)
+    env = results.environment()
+    clock = sm_clock_mhz()
+    rows = []
+    for dtype, N in CASES:
+        cfg = sm.pick_config(N, dtype)
+        if cfg.exchange != "pipelined":
+            raise SystemExit(f"pick_config({N}, {dtype!r}) is not the pipelined kernel: {cfg}")
+        config = f"{cfg.num_ctas} CTAs x {cfg.num_warps} warps, block_m {cfg.block_m}"
+        x = (torch.randn(M, N, device="cuda") * 3).to(getattr(torch, dtype))
+        y = torch.full_like(x, float("nan"))
+        tr = tl.record(lambda: sm.multicta_softmax(x, y, config=cfg, instrument=True), f"pipelined_{dtype}_{N}",
+                       folder="/tmp/pipelined_phases", num_ctas=cfg.num_ctas, clock_mhz=clock["clock_mhz"])
+        assert_softmax_close(y, x)
+        big = torch.randn(TIMED_ROWS, N, device="cuda").to(getattr(torch, dtype))
+        yb = torch.full_like(big, float("nan"))
+        sm.multicta_softmax(big, yb, config=cfg)
+        assert_softmax_close(yb, big)                       # checked, then timed
+        ms = timing.time_ms(lambda: sm.multicta_softmax(big, yb, config=cfg), cudagraph=False)
+        gbps = round(2 * big.numel() * big.element_size() / ms / 1e6, 1)
+        mine = [[dtype, N, config, gbps, *r] for r in by_rank(tr)]
+        rows += mine
+        say(f"{dtype} {N}: {config}, {gbps} GB/s; rank 0 " + ", ".join(f"{r[5]} {r[7]:.0f}" for r in mine if r[4] == 0)
+            + f"; rank {cfg.num_ctas - 1} " + ", ".join(f"{r[5]} {r[7]:.0f}" for r in mine
+                                                       if r[4] == cfg.num_ctas - 1) + " ns")
+        if N == 262144:
+            tl.save(tl.trim(tr, clusters=2), out / f"timeline_softmax_pipelined_{dtype}.json", env,
+                    benchmark=f"timeline-softmax_pipelined_{dtype}",
+                    method={"clock": clock, "warmup_launches": 1,
+                            "kernel": f"softmax_pipelined_kernel, {M} x {N} {dtype}, picked configuration {config}"})
+        x = y = big = yb = None
+        torch.cuda.empty_cache()
+    result = {"benchmark": "timeline-softmax-pipelined-phases", **env,
+              "method": {"timer": "proton intra-kernel instrumentation (per-warp cycle counters) for the phases; "
+                                  "the plain kernel timed by measure.timing.time_ms (no CUDA graph) for "
+                                  "gbps_8192_rows",
+                         "command": "python3 tools/record_pipelined_phases.py --out <dir>",
+                         "statistic": f"median, min and max, per CTA rank, over the warps and the {M} rows of each "
+                                      "timeline scope of softmax_pipelined_kernel: local (the wait for this block's "
+                                      "loads, the next block's load issue, max, exp, sum in the CTA), exchange (the "
+                                      "one-round exchange through this block's slot), store (issue)",
+                         "count": "count: the intervals the trace kept for that rank and scope, fewer than the launch "
+                                  f"ran ({M} rows x the warps): the medians are over those kept",
+                         "clock": clock,
+                         "checked": "each instrumented launch's output, and the timed kernel's, against torch "
+                                    "(assert_softmax_close) before anything was kept"},
+              "ceilings": {}, "columns": COLUMNS, "rows": rows}
+    path = results.save(result, out / "softmax_pipelined_phases.json")
+    say(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
