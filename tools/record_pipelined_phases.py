@@ -13,7 +13,6 @@ Writes ``softmax_pipelined_phases.json`` (median, min and max of every scope in 
 and rows of that rank, and the plain kernel's GB/s over 8192 rows, timed without scopes) and the 262144-wide
 traces ``timeline_softmax_pipelined_<dtype>.json`` (two clusters kept).
 """
-import argparse
 import statistics
 import sys
 from pathlib import Path
@@ -22,12 +21,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 
-from record_timelines import say, sm_clock_mhz  # noqa: E402
+from record_softmax_phases import start, traced_and_timed  # noqa: E402
+from record_timelines import say  # noqa: E402
 
 from multicta_kernels import results, softmax as sm  # noqa: E402
-from multicta_kernels.core.accuracy import assert_softmax_close  # noqa: E402
-from multicta_kernels.core.hardware import CLUSTERS, require_or_exit  # noqa: E402
-from multicta_kernels.measure import timing, traces as tl  # noqa: E402
+from multicta_kernels.measure import traces as tl  # noqa: E402
 
 CASES = [("float16", 262144), ("bfloat16", 262144), ("float16", 200000), ("bfloat16", 200000)]
 M, TIMED_ROWS = 256, 8192
@@ -44,31 +42,14 @@ def by_rank(trace) -> list:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", required=True)
-    out = Path(ap.parse_args(argv).out)
-    out.mkdir(parents=True, exist_ok=True)
-    import torch
-    require_or_exit("record_pipelined_phases", CLUSTERS)
-    env = results.environment()
-    clock = sm_clock_mhz()
+    out, env, clock = start("record_pipelined_phases", __doc__, argv)
     rows = []
     for dtype, N in CASES:
         cfg = sm.pick_config(N, dtype)
         if cfg.exchange != "pipelined":
             raise SystemExit(f"pick_config({N}, {dtype!r}) is not the pipelined kernel: {cfg}")
         config = f"{cfg.num_ctas} CTAs x {cfg.num_warps} warps, block_m {cfg.block_m}"
-        x = (torch.randn(M, N, device="cuda") * 3).to(getattr(torch, dtype))
-        y = torch.full_like(x, float("nan"))
-        tr = tl.record(lambda: sm.multicta_softmax(x, y, config=cfg, instrument=True), f"pipelined_{dtype}_{N}",
-                       folder="/tmp/pipelined_phases", num_ctas=cfg.num_ctas, clock_mhz=clock["clock_mhz"])
-        assert_softmax_close(y, x)
-        big = torch.randn(TIMED_ROWS, N, device="cuda").to(getattr(torch, dtype))
-        yb = torch.full_like(big, float("nan"))
-        sm.multicta_softmax(big, yb, config=cfg)
-        assert_softmax_close(yb, big)                       # checked, then timed
-        ms = timing.time_ms(lambda: sm.multicta_softmax(big, yb, config=cfg), cudagraph=False)
-        gbps = round(2 * big.numel() * big.element_size() / ms / 1e6, 1)
+        tr, gbps = traced_and_timed(cfg, M, f"pipelined_{dtype}_{N}", "/tmp/pipelined_phases", clock)
         mine = [[dtype, N, config, gbps, *r] for r in by_rank(tr)]
         rows += mine
         say(f"{dtype} {N}: {config}, {gbps} GB/s; rank 0 " + ", ".join(f"{r[5]} {r[7]:.0f}" for r in mine if r[4] == 0)
@@ -79,8 +60,6 @@ def main(argv=None) -> None:
                     benchmark=f"timeline-softmax_pipelined_{dtype}",
                     method={"clock": clock, "warmup_launches": 1,
                             "kernel": f"softmax_pipelined_kernel, {M} x {N} {dtype}, picked configuration {config}"})
-        x = y = big = yb = None
-        torch.cuda.empty_cache()
     result = {"benchmark": "timeline-softmax-pipelined-phases", **env,
               "method": {"timer": "proton intra-kernel instrumentation (per-warp cycle counters) for the phases; "
                                   "the plain kernel timed by measure.timing.time_ms (no CUDA graph) for "

@@ -29,30 +29,42 @@ N, M, TIMED_ROWS = 262144, 128, 8192
 COLUMNS = ["dtype", "N", "config", "gbps_8192_rows", "scope", "count", "median_ns", "min_ns", "max_ns"]
 
 
-def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def start(name: str, doc: str, argv=None) -> tuple:
+    """A recorder's command line (``--out``), refused without a cluster GPU: (out folder, environment, SM clock)."""
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
     ap.add_argument("--out", required=True)
     out = Path(ap.parse_args(argv).out)
     out.mkdir(parents=True, exist_ok=True)
+    require_or_exit(name, CLUSTERS)
+    return out, results.environment(), sm_clock_mhz()
+
+
+def traced_and_timed(cfg, rows: int, name: str, folder: str, clock: dict, timed_rows: int = TIMED_ROWS):
+    """One instrumented launch of ``rows`` rows at ``cfg`` (after a warm-up) and its trace, then the plain kernel's
+    GB/s over ``timed_rows`` rows (no scopes, no CUDA graph); each output checked against torch first."""
     import torch
-    require_or_exit("record_softmax_phases", CLUSTERS)
-    env = results.environment()
-    clock = sm_clock_mhz()
+    dt = getattr(torch, cfg.dtype)
+    x = (torch.randn(rows, cfg.N, device="cuda") * 3).to(dt)
+    y = torch.full_like(x, float("nan"))
+    tr = tl.record(lambda: sm.multicta_softmax(x, y, config=cfg, instrument=True), name, folder=folder,
+                   num_ctas=cfg.num_ctas, clock_mhz=clock["clock_mhz"])
+    assert_softmax_close(y, x)
+    big = torch.randn(timed_rows, cfg.N, device="cuda").to(dt)
+    yb = torch.full_like(big, float("nan"))
+    sm.multicta_softmax(big, yb, config=cfg)
+    assert_softmax_close(yb, big)                           # checked, then timed
+    ms = timing.time_ms(lambda: sm.multicta_softmax(big, yb, config=cfg), cudagraph=False)
+    gbps = round(2 * big.numel() * big.element_size() / ms / 1e6, 1)
+    return tr, gbps
+
+
+def main(argv=None) -> None:
+    out, env, clock = start("record_softmax_phases", __doc__, argv)
     rows = []
     for dtype in ("float32", "float16"):
         cfg = sm.pick_config(N, dtype)
         config = f"{cfg.num_ctas} CTAs x {cfg.num_warps} warps, block_m {cfg.block_m}"
-        x = (torch.randn(M, N, device="cuda") * 3).to(getattr(torch, dtype))
-        y = torch.full_like(x, float("nan"))
-        tr = tl.record(lambda: sm.multicta_softmax(x, y, config=cfg, instrument=True), f"softmax_{dtype}",
-                       folder="/tmp/softmax_phases", num_ctas=cfg.num_ctas, clock_mhz=clock["clock_mhz"])
-        assert_softmax_close(y, x)
-        big = torch.randn(TIMED_ROWS, N, device="cuda").to(getattr(torch, dtype))
-        yb = torch.full_like(big, float("nan"))
-        sm.multicta_softmax(big, yb, config=cfg)
-        assert_softmax_close(yb, big)                       # checked, then timed
-        ms = timing.time_ms(lambda: sm.multicta_softmax(big, yb, config=cfg), cudagraph=False)
-        gbps = round(2 * big.numel() * big.element_size() / ms / 1e6, 1)
+        tr, gbps = traced_and_timed(cfg, M, f"softmax_{dtype}", "/tmp/softmax_phases", clock)
         for r in tl.summary(tr):
             rows.append([dtype, N, config, gbps, r["scope"], r["count"], r["median_ns"], r["min_ns"], r["max_ns"]])
         say(f"{dtype}: {config}, {gbps} GB/s; " + ", ".join(f"{r[4]} {r[6]:.0f} ns" for r in rows if r[0] == dtype))
