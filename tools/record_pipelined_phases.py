@@ -13,6 +13,8 @@ Writes ``softmax_pipelined_phases.json`` (median, min and max of every scope in 
 and rows of that rank, and the plain kernel's GB/s over 8192 rows, timed without scopes) and the 262144-wide
 traces ``timeline_softmax_pipelined_<dtype>.json`` (two clusters kept).
 """
+import collections
+import math
 import statistics
 import sys
 from pathlib import Path
@@ -28,17 +30,37 @@ from multicta_kernels import results, softmax as sm  # noqa: E402
 from multicta_kernels.measure import traces as tl  # noqa: E402
 
 CASES = [("float16", 262144), ("bfloat16", 262144), ("float16", 200000), ("bfloat16", 200000)]
-M, TIMED_ROWS = 256, 8192
+M, TIMED_ROWS = 512, 8192
+BUFFER = 16384      # bytes of proton buffer a CTA: every record of every warp (4 warps x ~37 blocks x 6 x 8 bytes)
 COLUMNS = ["dtype", "N", "config", "gbps_8192_rows", "rank", "scope", "count", "median_ns", "min_ns", "max_ns"]
 
 
 def by_rank(trace) -> list:
-    """(rank, scope, count, median, min, max) over every warp and row of each CTA rank."""
+    """(rank, scope, count, median, min, max) over every warp and block of each CTA rank."""
     groups = {}
     for r in trace.records():
         groups.setdefault((r["rank"], r["scope"]), []).append(r["end_ns"] - r["start_ns"])
     return [(rank, scope, len(d), round(statistics.median(d), 1), round(min(d), 1), round(max(d), 1))
             for (rank, scope), d in sorted(groups.items())]
+
+
+def full_buffer():
+    """Proton's default mode with a buffer in global memory of BUFFER bytes a CTA: the shared-memory one is sized from
+    what the kernel leaves free and kept 16 records a warp here, the last ones."""
+    import triton.profiler as proton
+    return proton.mode.Default(buffer_type="global", buffer_size=BUFFER)
+
+
+def check_every_block_kept(trace) -> None:
+    """Refuse a trace whose buffer dropped intervals: every warp of program c must hold one local step per block it
+    walked (rows c, c + P, ... below M, in pairs: a last pair may end past M)."""
+    recs = trace.records()
+    programs = len({r["cluster"] for r in recs})
+    got = collections.Counter((r["cluster"], r["rank"], r["warp"]) for r in recs if r["scope"] == "local")
+    short = {k: n for k, n in got.items() if n != 2 * math.ceil(len(range(k[0], M, programs)) / 2)}
+    if short:
+        raise SystemExit(f"proton kept fewer local steps than blocks walked for {len(short)} warps "
+                         f"(e.g. {next(iter(short.items()))}): raise BUFFER")
 
 
 def main(argv=None) -> None:
@@ -49,7 +71,9 @@ def main(argv=None) -> None:
         if cfg.exchange != "pipelined":
             raise SystemExit(f"pick_config({N}, {dtype!r}) is not the pipelined kernel: {cfg}")
         config = f"{cfg.num_ctas} CTAs x {cfg.num_warps} warps, block_m {cfg.block_m}"
-        tr, gbps = traced_and_timed(cfg, M, f"pipelined_{dtype}_{N}", "/tmp/pipelined_phases", clock)
+        tr, gbps = traced_and_timed(cfg, M, f"pipelined_{dtype}_{N}", "/tmp/pipelined_phases", clock, TIMED_ROWS,
+                                    full_buffer())
+        check_every_block_kept(tr)
         mine = [[dtype, N, config, gbps, *r] for r in by_rank(tr)]
         rows += mine
         say(f"{dtype} {N}: {config}, {gbps} GB/s; rank 0 " + ", ".join(f"{r[5]} {r[7]:.0f}" for r in mine if r[4] == 0)
@@ -69,8 +93,9 @@ def main(argv=None) -> None:
                                       "timeline scope of softmax_pipelined_kernel: local (the wait for this block's "
                                       "loads, the next block's load issue, max, exp, sum in the CTA), exchange (the "
                                       "one-round exchange through this block's slot), store (issue)",
-                         "count": "count: the intervals the trace kept for that rank and scope, fewer than the launch "
-                                  f"ran ({M} rows x the warps): the medians are over those kept",
+                         "count": "count: warps x blocks of that rank's programs; every interval of the launch "
+                                  f"kept (a {BUFFER}-byte proton buffer a CTA in global memory; the recorder refuses a trace that "
+                                  "dropped any)",
                          "clock": clock,
                          "checked": "each instrumented launch's output, and the timed kernel's, against torch "
                                     "(assert_softmax_close) before anything was kept"},

@@ -11,6 +11,7 @@ max of every scope over every warp of every CTA, and the plain kernel's GB/s ove
 scopes) and ``timeline_softmax_16cta_<dtype>.json`` (the traces, two clusters kept).
 """
 import argparse
+from dataclasses import replace
 import sys
 from pathlib import Path
 
@@ -39,15 +40,17 @@ def start(name: str, doc: str, argv=None) -> tuple:
     return out, results.environment(), sm_clock_mhz()
 
 
-def traced_and_timed(cfg, rows: int, name: str, folder: str, clock: dict, timed_rows: int = TIMED_ROWS):
+def traced_and_timed(cfg, rows: int, name: str, folder: str, clock: dict, timed_rows: int = TIMED_ROWS,
+                     mode=None):
     """One instrumented launch of ``rows`` rows at ``cfg`` (after a warm-up) and its trace, then the plain kernel's
-    GB/s over ``timed_rows`` rows (no scopes, no CUDA graph); each output checked against torch first."""
+    GB/s over ``timed_rows`` rows (no scopes, no CUDA graph); each output checked against torch first. ``mode``:
+    proton's instrumentation mode (default: traces.default_mode(), whose buffer keeps each warp's last records only)."""
     import torch
     dt = getattr(torch, cfg.dtype)
     x = (torch.randn(rows, cfg.N, device="cuda") * 3).to(dt)
     y = torch.full_like(x, float("nan"))
     tr = tl.record(lambda: sm.multicta_softmax(x, y, config=cfg, instrument=True), name, folder=folder,
-                   num_ctas=cfg.num_ctas, clock_mhz=clock["clock_mhz"])
+                   num_ctas=cfg.num_ctas, clock_mhz=clock["clock_mhz"], mode=mode)
     assert_softmax_close(y, x)
     big = torch.randn(timed_rows, cfg.N, device="cuda").to(dt)
     yb = torch.full_like(big, float("nan"))
@@ -62,7 +65,7 @@ def main(argv=None) -> None:
     out, env, clock = start("record_softmax_phases", __doc__, argv)
     rows = []
     for dtype in ("float32", "float16"):
-        cfg = sm.pick_config(N, dtype)
+        cfg = replace(sm.pick_config(N, dtype), exchange="one_round")   # the one-round kernel, whatever is picked now
         config = f"{cfg.num_ctas} CTAs x {cfg.num_warps} warps, block_m {cfg.block_m}"
         tr, gbps = traced_and_timed(cfg, M, f"softmax_{dtype}", "/tmp/softmax_phases", clock)
         for r in tl.summary(tr):
