@@ -188,16 +188,15 @@ def test_widths_that_are_not_powers_of_two_at_every_cluster_size(N, dtype, excha
     """The hand-written exchanges on rows that fill a power-of-two tile only in part (the last CTAs may hold a short
     share, or none), at every cluster size that holds the row, contiguous (vector loads) and strided by an odd step
     (scalar ones), every element checked in a poisoned output."""
-    if exchange == "pipelined" and N < 4096:
-        pytest.skip("one row per program: rows this short stack rows in every layout (make_config refuses them)")
     name = {torch.float32: "float32", torch.float16: "float16"}[dtype]
     x = (torch.randn(5, N + 1, device="cuda") * 3).to(dtype)
-    tried = 0
+    tried, refused = 0, []
     for ctas in (2, 4, 8, 16):
         for warps in (4, 8, 16):
             try:
                 cfg = make_config(N, ctas, warps, 1, dtype=name, exchange=exchange)
-            except ValueError:               # too many values per thread, too few columns, or it would spill
+            except ValueError as e:          # too many values per thread, too few columns, or it would spill
+                refused.append(str(e))
                 continue
             for rows in (x[:, :N].contiguous(), x[:, :N]):
                 out = poisoned((5, N), dtype)
@@ -206,4 +205,6 @@ def test_widths_that_are_not_powers_of_two_at_every_cluster_size(N, dtype, excha
                                                 f"stride {rows.stride(0)}")
             tried += 1
             break
-    assert tried >= 1, "no configuration was checked"
+    if not tried and exchange == "pipelined" and all("too short" in r for r in refused):
+        pytest.skip(f"one row per program: every layout stacks rows this short ({refused[0]})")
+    assert tried >= 1, f"no configuration was checked: {refused[:2]}"

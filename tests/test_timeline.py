@@ -201,6 +201,10 @@ def test_summary_medians(tmp_path):
     assert rows[("default", "load")]["median_ns"] == 1000 and rows[("default", "load")]["count"] == 8
     assert rows[("default", "cross_cta_sum")]["median_ns"] == 900      # 600 and 1200, four each
     assert rows[("default", "cross_cta_sum")]["min_ns"] == 600 and rows[("default", "cross_cta_sum")]["max_ns"] == 1200
+    backwards = tl.Trace(list(reversed(tr.rows)), tr.meta, tr.columns)      # rank 1's intervals come first
+    ranked = tl.summary(backwards, by=("rank",))
+    assert [r["rank"] for r in ranked] == sorted(r["rank"] for r in ranked) and {r["rank"] for r in ranked} == {0, 1}
+    assert sum(r["count"] for r in ranked if r["scope"] == "load") == 8          # the same intervals, split by rank
 
 
 def test_overhead():

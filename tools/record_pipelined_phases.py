@@ -15,7 +15,6 @@ traces ``timeline_softmax_pipelined_<dtype>.json`` (two clusters kept).
 """
 import collections
 import math
-import statistics
 import sys
 from pathlib import Path
 
@@ -23,25 +22,16 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 
-from record_softmax_phases import start, traced_and_timed  # noqa: E402
+from record_softmax_phases import save_phases, save_trace, start, traced_and_timed  # noqa: E402
 from record_timelines import say  # noqa: E402
 
-from multicta_kernels import results, softmax as sm  # noqa: E402
+from multicta_kernels import softmax as sm  # noqa: E402
 from multicta_kernels.measure import traces as tl  # noqa: E402
 
 CASES = [("float16", 262144), ("bfloat16", 262144), ("float16", 200000), ("bfloat16", 200000)]
 M, TIMED_ROWS = 512, 8192
 BUFFER = 16384      # bytes of proton buffer a CTA: every record of every warp (4 warps x ~37 blocks x 6 x 8 bytes)
 COLUMNS = ["dtype", "N", "config", "gbps_8192_rows", "rank", "scope", "count", "median_ns", "min_ns", "max_ns"]
-
-
-def by_rank(trace) -> list:
-    """(rank, scope, count, median, min, max) over every warp and block of each CTA rank."""
-    groups = {}
-    for r in trace.records():
-        groups.setdefault((r["rank"], r["scope"]), []).append(r["end_ns"] - r["start_ns"])
-    return [(rank, scope, len(d), round(statistics.median(d), 1), round(min(d), 1), round(max(d), 1))
-            for (rank, scope), d in sorted(groups.items())]
 
 
 def full_buffer():
@@ -74,35 +64,22 @@ def main(argv=None) -> None:
         tr, gbps = traced_and_timed(cfg, M, f"pipelined_{dtype}_{N}", "/tmp/pipelined_phases", clock, TIMED_ROWS,
                                     full_buffer())
         check_every_block_kept(tr)
-        mine = [[dtype, N, config, gbps, *r] for r in by_rank(tr)]
+        mine = [[dtype, N, config, gbps] + [r[k] for k in COLUMNS[4:]] for r in tl.summary(tr, by=("rank",))]
         rows += mine
         say(f"{dtype} {N}: {config}, {gbps} GB/s; rank 0 " + ", ".join(f"{r[5]} {r[7]:.0f}" for r in mine if r[4] == 0)
             + f"; rank {cfg.num_ctas - 1} " + ", ".join(f"{r[5]} {r[7]:.0f}" for r in mine
                                                        if r[4] == cfg.num_ctas - 1) + " ns")
         if N == 262144:
-            tl.save(tl.trim(tr, clusters=2), out / f"timeline_softmax_pipelined_{dtype}.json", env,
-                    benchmark=f"timeline-softmax_pipelined_{dtype}",
-                    method={"clock": clock, "warmup_launches": 1,
-                            "kernel": f"softmax_pipelined_kernel, {M} x {N} {dtype}, picked configuration {config}"})
-    result = {"benchmark": "timeline-softmax-pipelined-phases", **env,
-              "method": {"timer": "proton intra-kernel instrumentation (per-warp cycle counters) for the phases; "
-                                  "the plain kernel timed by measure.timing.time_ms (no CUDA graph) for "
-                                  "gbps_8192_rows",
-                         "command": "python3 tools/record_pipelined_phases.py --out <dir>",
-                         "statistic": f"median, min and max, per CTA rank, over the warps and the {M} rows of each "
-                                      "timeline scope of softmax_pipelined_kernel: local (the wait for this block's "
-                                      "loads, the next block's load issue, max, exp, sum in the CTA), exchange (the "
-                                      "one-round exchange through this block's slot), store (issue)",
-                         "count": "count: warps x blocks of that rank's programs; every interval of the launch "
-                                  f"kept (a {BUFFER}-byte proton buffer a CTA in global memory; the recorder refuses a trace that "
-                                  "dropped any)",
-                         "clock": clock,
-                         "checked": "each instrumented launch's output, and the timed kernel's, against torch "
-                                    "(assert_softmax_close) before anything was kept"},
-              "ceilings": {}, "columns": COLUMNS, "rows": rows}
-    path = results.save(result, out / "softmax_pipelined_phases.json")
-    say(f"wrote {path}")
-
+            save_trace(tr, out / f"timeline_softmax_pipelined_{dtype}.json", env, clock,
+                       f"softmax_pipelined_kernel, {M} x {N} {dtype}, picked configuration {config}")
+    save_phases(out / "softmax_pipelined_phases.json", "timeline-softmax-pipelined-phases", env, clock, rows, COLUMNS,
+                command="python3 tools/record_pipelined_phases.py --out <dir>",
+                statistic=f"median, min and max, per CTA rank, over the warps and the {M} rows of each timeline scope "
+                          "of softmax_pipelined_kernel: local (the wait for this block's loads, the next block's load "
+                          "issue, max, exp, sum in the CTA), exchange (the one-round exchange through this block's "
+                          "slot), store (issue)",
+                count=f"count: warps x blocks of that rank's programs; every interval of the launch kept (a {BUFFER}-"
+                      "byte proton buffer a CTA in global memory; the recorder refuses a trace that dropped any)")
 
 if __name__ == "__main__":
     main()

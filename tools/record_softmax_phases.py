@@ -61,6 +61,25 @@ def traced_and_timed(cfg, rows: int, name: str, folder: str, clock: dict, timed_
     return tr, gbps
 
 
+def save_trace(trace, path, env: dict, clock: dict, kernel: str) -> None:
+    """Keep two clusters of a recorded trace, with its clock and what ran."""
+    tl.save(tl.trim(trace, clusters=2), path, env, benchmark=f"timeline-{path.stem.removeprefix('timeline_')}",
+            method={"clock": clock, "warmup_launches": 1, "kernel": kernel})
+
+
+def save_phases(path, benchmark: str, env: dict, clock: dict, rows: list, columns: list, **method) -> None:
+    """Write a phase table with the method every recorder here shares (timer, clock, what was checked) and its own."""
+    result = {"benchmark": benchmark, **env,
+              "method": {"timer": "proton intra-kernel instrumentation (per-warp cycle counters) for the phases; "
+                                  f"the plain kernel timed by measure.timing.time_ms (no CUDA graph) for "
+                                  f"gbps_{TIMED_ROWS}_rows",
+                         **method, "clock": clock,
+                         "checked": "each instrumented launch's output, and the timed kernel's, against torch "
+                                    "(assert_softmax_close) before anything was kept"},
+              "ceilings": {}, "columns": columns, "rows": rows}
+    say(f"wrote {results.save(result, path)}")
+
+
 def main(argv=None) -> None:
     out, env, clock = start("record_softmax_phases", __doc__, argv)
     rows = []
@@ -71,28 +90,16 @@ def main(argv=None) -> None:
         for r in tl.summary(tr):
             rows.append([dtype, N, config, gbps, r["scope"], r["count"], r["median_ns"], r["min_ns"], r["max_ns"]])
         say(f"{dtype}: {config}, {gbps} GB/s; " + ", ".join(f"{r[4]} {r[6]:.0f} ns" for r in rows if r[0] == dtype))
-        tl.save(tl.trim(tr, clusters=2), out / f"timeline_softmax_16cta_{dtype}.json", env,
-                benchmark=f"timeline-softmax_16cta_{dtype}",
-                method={"clock": clock, "warmup_launches": 1,
-                        "kernel": f"softmax, {M} x {N} {dtype}, picked configuration {config}"})
-    result = {"benchmark": "timeline-softmax-half-phases", **env,
-              "method": {"timer": "proton intra-kernel instrumentation (per-warp cycle counters) for the phases; "
-                                  "the plain kernel timed by measure.timing.time_ms (no CUDA graph) for "
-                                  "gbps_8192_rows",
-                         "command": "python3 tools/record_softmax_phases.py --out <dir>",
-                         "statistic": f"median, min and max over every warp of every CTA of {M} rows (count: warps x "
-                                      "rows) of each timeline scope of softmax_one_round_kernel: load (issue, and for "
-                                      "fp16 the conversion, which waits for the data), local (max, exp, sum in the "
-                                      "CTA), exchange (the one-round (max, sum) exchange), store (issue)",
-                         "clock": clock,
-                         "checked": "each instrumented launch's output, and the timed kernel's, against torch "
-                                    "(assert_softmax_close) before anything was kept",
-                         "traces": "timeline_softmax_16cta_float32.json and timeline_softmax_16cta_float16.json: "
-                                   "the same launches, 2 clusters kept"},
-              "ceilings": {}, "columns": COLUMNS, "rows": rows}
-    path = results.save(result, out / "softmax_half_phases.json")
-    say(f"wrote {path}")
-
+        save_trace(tr, out / f"timeline_softmax_16cta_{dtype}.json", env, clock,
+                   f"softmax, {M} x {N} {dtype}, picked configuration {config}")
+    save_phases(out / "softmax_half_phases.json", "timeline-softmax-half-phases", env, clock, rows, COLUMNS,
+                command="python3 tools/record_softmax_phases.py --out <dir>",
+                statistic=f"median, min and max over every warp of every CTA of {M} rows (count: warps x rows) of each "
+                          "timeline scope of softmax_one_round_kernel: load (issue, and for fp16 the conversion, which "
+                          "waits for the data), local (max, exp, sum in the CTA), exchange (the one-round (max, sum) "
+                          "exchange), store (issue)",
+                traces="timeline_softmax_16cta_float32.json and timeline_softmax_16cta_float16.json: the same "
+                       "launches, 2 clusters kept")
 
 if __name__ == "__main__":
     main()

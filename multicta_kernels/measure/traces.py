@@ -431,13 +431,16 @@ def from_result(result: dict) -> Trace:
     return Trace([tuple(r) for r in result["rows"]], meta, tuple(result["columns"]))
 
 
-def summary(trace: Trace) -> list[dict]:
-    """Median, min and max duration (ns) of each scope in each partition, over every warp and CTA."""
+def summary(trace: Trace, by: tuple = ()) -> list[dict]:
+    """Median, min and max duration (ns) of each scope in each partition, over every warp and CTA; ``by``: more record
+    columns to group by (e.g. ``("rank",)``: one row per CTA rank of the cluster), rows sorted by them."""
+    keys = ("partition", "scope", "kind") + tuple(by)
     groups = {}
     for r in trace.records():
-        groups.setdefault((r["partition"], r["scope"], r["kind"]), []).append(r["end_ns"] - r["start_ns"])
-    return [{"partition": p, "scope": s, "kind": k, "count": len(d), "median_ns": round(statistics.median(d), 1),
-             "min_ns": round(min(d), 1), "max_ns": round(max(d), 1)} for (p, s, k), d in groups.items()]
+        groups.setdefault(tuple(r[k] for k in keys), []).append(r["end_ns"] - r["start_ns"])
+    order = sorted(groups, key=lambda g: g[3:]) if by else list(groups)
+    return [{**dict(zip(keys, g)), "count": len(groups[g]), "median_ns": round(statistics.median(groups[g]), 1),
+             "min_ns": round(min(groups[g]), 1), "max_ns": round(max(groups[g]), 1)} for g in order]
 
 
 def overhead(with_scopes: float, without_scopes: float) -> dict:
