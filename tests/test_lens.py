@@ -1,6 +1,7 @@
 """The PTX lens, on the CPU: every registered kernel compiles for each of its targets and shows
 the instructions that carry its idea."""
 import dataclasses
+import re
 
 import pytest
 
@@ -267,6 +268,44 @@ def test_same_schedule_sees_through_renumbered_registers_only_one_to_one():
     body = "mov.u32 %r{0}, 1;\n{{\n.reg .b32 %r<5>;\nmov.u32 %r{0}, 5;\n}}\nst.global.u32 [%rd1], %r{0};\nret;\n}}\n"
     assert lens.register_renaming(head + body.format(7), head + body.format(1)) is None
     assert lens.same_schedule(head + body.format(7), head + body.format(1)) == ""
+
+
+_EXPECT = "\tbar.sync \t0;\n\t@%p6 mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r10], 24576;\n"
+_LOAD_A = ("\tbar.sync \t0;\n\telect.sync \t%r38|%p18, -1;\n\tand.pred \t%p7, %p19, %p18;\n{mov}"
+           "\t@%p7 cp.async.bulk.tensor.2d.shared::cta.global.mbarrier::complete_tx::bytes [%r13], [%rd22, {{%r14, %r74}}], "
+           "[%r10];\n")
+_LOAD_B = ("\tbar.sync \t0;\n\telect.sync \t%r41|%p20, -1;\n\tand.pred \t%p8, %p1, %p20;\n{mov}"
+           "\t@%p8 cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%r81], "
+           "[%rd23, {{%r79, %r11}}], [%r10], %rs1;\n")
+_MOV = "\tmov.b32 \t%r11, 0;\n"
+_WAIT = "\tbar.sync \t0;\n\tmbarrier.try_wait.parity.shared::cta.b64 \t%p9, [%r10], %r5;\n"
+
+
+def test_same_schedule_lets_two_tma_loads_trade_places_and_nothing_else():
+    """Triton puts a CTA barrier and an elect before each TMA load, so a mutant that issues a tile's two loads in
+    the other order is two such groups exchanged (the Hopper, Blackwell and CLC matmuls' loads of A and B onto one
+    barrier): the same program, since a load's bytes are ordered only by its completion on the mbarrier. Not the
+    same: a load moved before its expect, two TMA stores exchanged, groups that share a register one computes, a
+    group with a shared-memory read in it, or groups with a wait between them. A TMA load writes no register, so
+    arithmetic that reads its operands may move across it, and arithmetic that writes one may not."""
+    kernel = _EXPECT + _LOAD_A.format(mov=_MOV) + _LOAD_B.format(mov="") + _WAIT
+    mutant = _EXPECT + _LOAD_B.format(mov=_MOV) + _LOAD_A.format(mov="") + _WAIT   # the compiler's mov goes first
+    assert lens.same_schedule(kernel, mutant) == "the same instructions, TMA loads issued in another order"
+    assert lens.same_schedule(kernel, _LOAD_A.format(mov=_MOV) + _EXPECT + _LOAD_B.format(mov="") + _WAIT) == ""
+    store = lambda t: re.sub(r"cp\.async\.bulk\.tensor\.2d\.shared::\w+\.global\.\S+ (\[[^]]*\]), (\[[^]]*\])",  # noqa: E731
+                             r"cp.async.bulk.tensor.2d.global.shared::cta.bulk_group \2, \1", t)
+    assert store(kernel) != kernel and lens.same_schedule(store(kernel), store(mutant)) == ""
+    shared = mutant.replace("%p8, %p1, %p20", "%p8, %p7, %p20")          # B's predicate now reads A's
+    assert lens.same_schedule(kernel.replace("%p8, %p1, %p20", "%p8, %p7, %p20"), shared) == ""
+    read = "\tld.shared.b32 \t%r90, [%r13];\n"
+    assert lens.same_schedule(kernel.replace(_MOV, _MOV + read), mutant.replace(_MOV, _MOV + read)) == ""
+    after = kernel.replace("[%r10];\n", "[%r10];\n\tadd.s32 \t%r90, %r13, 64;\n", 1)        # reads A's operand
+    assert lens.same_schedule(after, _moved(after, "%r90, %r13", "and.pred \t%p7")).startswith("the same instr")
+    clobber = kernel.replace("[%r10];\n", "[%r10];\n\tadd.s32 \t%r13, %r90, 64;\n", 1)     # writes it
+    assert lens.same_schedule(clobber, _moved(clobber, "%r13, %r90", "and.pred \t%p7")) == ""
+    waited = lambda a, b: _EXPECT + a + _WAIT + b                                                  # noqa: E731
+    assert lens.same_schedule(waited(_LOAD_A.format(mov=_MOV), _LOAD_B.format(mov="")),
+                              waited(_LOAD_B.format(mov=_MOV), _LOAD_A.format(mov=""))) == ""
 
 
 def test_same_schedule_refuses_what_it_cannot_follow():

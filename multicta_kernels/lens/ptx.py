@@ -109,12 +109,26 @@ def _blocks(ptx: str):
         yield block
 
 
+# An asynchronous bulk copy from global into shared memory that completes on an mbarrier (a TMA load, multicast
+# or not, one CTA's or a pair's): it writes no register. In the PTX ISA ("cp.async.bulk.tensor") the copy is a weak
+# memory operation of the async proxy whose complete-tx on the mbarrier has release semantics: its bytes are
+# ordered for a reader by that completion ("mbarrier": a phase completes once the pending arrivals and the tx-count
+# reach zero, a count of bytes in any order), not by where the thread issued it.
+_TMA_LOAD = re.compile(r"^(@!?%\w+\s+)?cp\.async\.bulk(\.tensor\.\dd)?(\.cta_group::\d)?\.shared::c(ta|luster)\.global\."
+                       r"\S*mbarrier::complete_tx::bytes\S*\s[^;]*;$")
+
+
+def _tma_load(text: str) -> bool:
+    return bool(_TMA_LOAD.match(text))
+
+
 def _canonical(block: list, pending=frozenset()) -> list:
     """One fixed order of a straight-line block that keeps every dependent pair in the block's order: a pure
     instruction after the last writer and the readers of what it reads or writes; everything else (memory,
     fences, barriers, synchronisation, predicated instructions) also after every earlier one of its kind, and
-    treated as reading and writing each register it names. Of the instructions free to go next, the smallest
-    text goes first, so two blocks that differ only in the order of independent instructions get the same list."""
+    treated as reading and writing each register it names (a TMA load, :data:`_TMA_LOAD`, as reading them only).
+    Of the instructions free to go next, the smallest text goes first, so two blocks that differ only in the order
+    of independent instructions get the same list."""
     import heapq
     preds = [set() for _ in block]
     last_write, readers, last_effect = {}, {}, None
@@ -124,7 +138,7 @@ def _canonical(block: list, pending=frozenset()) -> list:
             first, rest = _first_operand(text)
             writes, reads = set(_REG.findall(first)), set(_REG.findall(rest))
         else:
-            writes = reads = set(regs)
+            writes, reads = (set(), set(regs)) if _tma_load(text) else (set(regs), set(regs))
             if last_effect is not None:
                 preds[i].add(last_effect)
             last_effect = i
@@ -256,6 +270,11 @@ def _same_schedule(kernel: str, other: str) -> str:
     more = _fenced_blocks(a, b, pending) if len(a) == len(b) else 0
     if more:
         return f"the kernel's code and {more} more fence{'s' if more > 1 else ''}"
+    if len(a) == len(b):
+        sa = [_canonical(_loads_sorted(blk, pending), pending) for blk in _blocks(kernel)]
+        sb = [_canonical(_loads_sorted(blk, pending), pending) for blk in _blocks(other)]
+        if sa == sb:
+            return "the same instructions, TMA loads issued in another order"
     ka = collections.Counter(t for blk in a for t in blk)
     kb = collections.Counter(t for blk in b for t in blk)
     extra = kb - ka
@@ -273,6 +292,98 @@ def _same_schedule(kernel: str, other: str) -> str:
         if [_canonical(x, pending) for x in trimmed] == [blk for blk in a if blk]:
             return f"the kernel's code and {n} more fence{'s' if n > 1 else ''}"
     return ""
+
+
+def _warp_op(text: str) -> bool:
+    """``elect.sync`` and ``shfl.sync``: a warp's lanes compute registers together, touching no memory."""
+    return text.startswith(("elect.sync", "shfl.sync")) and text.count(";") == 1
+
+
+_BARRIERS = ("bar.sync", "barrier.sync", "bar.warp.sync")
+
+
+def _load_groups(block: list, pending) -> list:
+    """(start, stop) of each run of ``block`` that is a barrier (Triton puts a ``bar.sync``, or in a one-warp
+    partition a ``bar.warp.sync``, before each load), then register arithmetic, ``elect.sync``, ``shfl.sync`` and
+    one or more TMA loads (:data:`_TMA_LOAD`; one box may take several), up to the next barrier or the last load."""
+    groups, start, last = [], None, None
+
+    def close():
+        if start is not None and last is not None:
+            groups.append((start, last + 1))
+    for j, text in enumerate(block):
+        if text.startswith(_BARRIERS):
+            close()
+            start, last = j, None
+        elif start is not None and _tma_load(text):
+            last = j
+        elif start is not None and not (_pure(text, pending) or _warp_op(text)):
+            close()
+            start = None
+    close()
+    return groups
+
+
+def _written(lines, pending) -> set:
+    out = set()
+    for t in lines:
+        if _pure(t, pending) or _warp_op(t):
+            out |= set(_REG.findall(_first_operand(t)[0]))
+        elif not _tma_load(t):
+            out |= set(_REG.findall(t))
+    return out
+
+
+def _hoisted(lines: list, pending) -> tuple:
+    """(the pure instructions of ``lines`` that can go first, the rest in order): one can where it reads no
+    register an earlier line that stays computes, and writes none an earlier line that stays names."""
+    front, rest, bound, named = [], [], set(), set()
+    for t in lines:
+        if _pure(t, pending):
+            first, src = _first_operand(t)
+            w, r = set(_REG.findall(first)), set(_REG.findall(src))
+            if not (r & bound) and not (w & named):
+                front.append(t)
+                continue
+            bound |= w
+        else:
+            bound |= _written([t], pending)
+        rest.append(t)
+        named |= set(_REG.findall(t))
+    return front, rest
+
+
+def _loads_sorted(block: list, pending) -> list:
+    """``block`` with each run of neighbouring load groups (:func:`_load_groups`) in one fixed order (by the load's
+    text), its arithmetic that depends on none of them first, where no group of the run then writes a register
+    another names. Each group is a barrier, then one thread's TMA load: the PTX ISA orders a load's reads and writes
+    only through its completion on an mbarrier ("cp.async.bulk.tensor": complete-tx; "mbarrier": the tx-count, a
+    sum of bytes), not by where it was issued among the CTA's barriers, and the barriers between the loads order no
+    other memory operation of theirs."""
+    groups, out, k = _load_groups(block, pending), [], 0
+    runs = []
+    for g in groups:
+        if runs and runs[-1][-1][1] == g[0]:
+            runs[-1].append(g)
+        else:
+            runs.append([g])
+    for run in runs:
+        if len(run) < 2:
+            continue
+        front, rest = _hoisted(block[run[0][0]:run[-1][1]], pending)
+        parts = []
+        for t in rest:
+            if t.startswith(_BARRIERS):
+                parts.append([])
+            parts[-1].append(t)
+        names = [set(_REG.findall(" ".join(p))) for p in parts]
+        writes = [_written(p, pending) for p in parts]
+        if any(writes[i] & names[j] for i in range(len(parts)) for j in range(len(parts)) if i != j):
+            continue
+        key = lambda p: next(t for t in p if _tma_load(t))                       # noqa: E731
+        out += block[k:run[0][0]] + front + [t for p in sorted(parts, key=key) for t in p]
+        k = run[-1][1]
+    return out + block[k:]
 
 
 def _fences_skipped(x: list, y: list, pending):
