@@ -1,0 +1,64 @@
+"""The bf16 recorders of chapter 1 (tools/record_bf16_diagnosis.py, tools/record_bf16_stalls.py) without a GPU: the
+variant they time is still one edit of today's kernel, and the stall table is read from ncu's CSV as recorded."""
+import csv
+import inspect
+import io
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+
+import record_bf16_diagnosis as diagnosis  # noqa: E402
+import record_bf16_stalls as stalls  # noqa: E402
+
+
+def test_the_timed_variant_is_one_edit_of_todays_kernel():
+    """A kernel change that removes the edited line would make the recorder time something else, or fail on a GPU."""
+    from multicta_kernels import softmax
+    src = inspect.getsource(softmax._pipelined_row.fn)
+    for name, edits in diagnosis.VARIANTS.items():
+        for old in edits:
+            assert src.count(old) == 1, f"variant {name!r}: {old!r} is not one line of _pipelined_row"
+
+
+def _source_csv(rows):
+    head = ["Address", "Source", "Warp Stall Sampling (All Samples)", "stall_long_sb"]
+    out = io.StringIO()
+    w = csv.writer(out, quoting=csv.QUOTE_ALL)
+    w.writerow(["Kernel Name", "softmax_pipelined_kernel"])
+    w.writerow(head)
+    for r in rows:
+        w.writerow(r)
+    return list(csv.reader(io.StringIO(out.getvalue())))
+
+
+def test_the_stall_table_keeps_the_most_waited_on_instructions_with_what_precedes_them(monkeypatch):
+    rows = [["0x0", "MOV R1, 0x1", "10", "0"], ["0x10", "@P6   LDG.E.128 R92, desc[UR14][R112.64]", "20", "5"],
+            ["0x20", "SHF.L.U32 R152, R129, 0x10, RZ", "1,200", "1,000"], ["0x30", "FADD R1, R2, R3", "70", "60"]]
+    monkeypatch.setattr(stalls, "_ncu", lambda args: _source_csv(rows))
+    got = stalls.source(3)
+    assert got["samples"] == 1300 and got["long_scoreboard_samples"] == 1065
+    assert got["long_scoreboard_share"] == round(1065 / 1300, 4)
+    top = got["top_long_scoreboard"][0]
+    assert (top["index"], top["samples"], top["sass"]) == (2, 1000, "SHF.L.U32 R152, R129, 0x10, RZ")
+    assert top["previous"] == ["MOV R1, 0x1", "@P6 LDG.E.128 R92, desc[UR14][R112.64]"]
+    kernels = {"bfloat16": {"config": "c", **{c: 1.0 for c in stalls.COUNTERS},
+                            "stalled_cycles_per_issue": {"long_scoreboard": 1.76}, **got}}
+    table = stalls.table(kernels)
+    assert all(len(r) == len(stalls.COLUMNS) for r in table)
+    assert ["bfloat16", "c", "top_long_scoreboard", 2, 1000,
+            "MOV R1, 0x1 / @P6 LDG.E.128 R92, desc[UR14][R112.64] / SHF.L.U32 R152, R129, 0x10, RZ"] in table
+
+
+@pytest.mark.parametrize("tool", [diagnosis, stalls])
+def test_the_recorders_refuse_a_machine_without_a_cluster_gpu_in_one_line(tool, tmp_path):
+    from multicta_kernels.core import hardware
+    if hardware.device().capability is not None:
+        pytest.skip("a GPU is present")
+    with pytest.raises(SystemExit) as exc:
+        tool.main(["--out", str(tmp_path)])
+    assert "needs thread-block clusters" in str(exc.value) and "\n" not in str(exc.value)
+    assert not list(tmp_path.iterdir())
