@@ -38,18 +38,18 @@ def _source_csv(rows):
 def test_the_stall_table_keeps_the_most_waited_on_instructions_with_what_precedes_them(monkeypatch):
     rows = [["0x0", "MOV R1, 0x1", "10", "0"], ["0x10", "@P6   LDG.E.128 R92, desc[UR14][R112.64]", "20", "5"],
             ["0x20", "SHF.L.U32 R152, R129, 0x10, RZ", "1,200", "1,000"], ["0x30", "FADD R1, R2, R3", "70", "60"]]
-    monkeypatch.setattr(stalls, "_ncu", lambda args: _source_csv(rows))
+    monkeypatch.setattr(stalls, "_ncu", lambda args, variant: _source_csv(rows))
     got = stalls.source(3)
     assert got["samples"] == 1300 and got["long_scoreboard_samples"] == 1065
     assert got["long_scoreboard_share"] == round(1065 / 1300, 4)
     top = got["top_long_scoreboard"][0]
     assert (top["index"], top["samples"], top["sass"]) == (2, 1000, "SHF.L.U32 R152, R129, 0x10, RZ")
     assert top["previous"] == ["MOV R1, 0x1", "@P6 LDG.E.128 R92, desc[UR14][R112.64]"]
-    kernels = {"bfloat16": {"config": "c", **{c: 1.0 for c in stalls.COUNTERS},
+    kernels = {("kernel", "bfloat16"): {"config": "c", **{c: 1.0 for c in stalls.COUNTERS},
                             "stalled_cycles_per_issue": {"long_scoreboard": 1.76}, **got}}
     table = stalls.table(kernels)
     assert all(len(r) == len(stalls.COLUMNS) for r in table)
-    assert ["bfloat16", "c", "top_long_scoreboard", 2, 1000,
+    assert ["kernel", "bfloat16", "c", "top_long_scoreboard", 2, 1000,
             "MOV R1, 0x1 / @P6 LDG.E.128 R92, desc[UR14][R112.64] / SHF.L.U32 R152, R129, 0x10, RZ"] in table
 
 

@@ -1,16 +1,17 @@
 #!/usr/bin/env python3
-"""Where the bf16 pipelined softmax waits: Nsight Compute's warp-stall sampling, fp16 against bf16 at 262144 columns
-(about two minutes on a Hopper GPU with ncu).
+"""Where the bf16 pipelined softmax waits: Nsight Compute's warp-stall sampling, fp16 against bf16 at 262144 columns,
+for the kernel and for the variant tools/record_bf16_diagnosis.py times (about six minutes on a Hopper GPU with ncu).
 
     bash .device/run python3 tools/record_bf16_stalls.py --out $OUT        # the device machine
     .venv/bin/python tools/record_bf16_stalls.py --out results/h200          # a GPU node
 
-One process launches the picked pipelined kernel on 8192 x 262144 rows, twice per dtype (a warm-up, then the
-profiled launch; the fp16 and bf16 outputs checked against torch first). ncu profiles the second launch of each dtype
-twice: its raw counters (duration, instructions executed, the average cycles a warp spends stalled per issued
-instruction, by reason) and its SASS with the stall samples of each instruction (``--page source``). Writes
-``softmax_bf16_stalls.json``: per dtype, the counters, the share of samples stalled on a long scoreboard (a result
-a memory operation has not delivered yet), and the instructions with the most such samples.
+For each variant (record_bf16_diagnosis.VARIANTS: the kernel, and its exponent as one fma), one process launches the
+picked pipelined kernel on 8192 x 262144 rows, twice per dtype (a warm-up, then the profiled launch; the fp16 and bf16
+outputs checked against torch first). ncu profiles the second launch of each dtype twice: its raw counters (duration,
+instructions executed, the average cycles a warp spends stalled per issued instruction, by reason) and its SASS with
+the stall samples of each instruction (``--page source``). Writes ``softmax_bf16_stalls.json``: per variant and dtype,
+the counters, the share of samples stalled on a long scoreboard (a result a memory operation has not delivered yet),
+and the instructions with the most such samples.
 """
 import argparse
 import csv
@@ -33,9 +34,13 @@ STALLS = "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\\.ratio"
 TOP = 6
 
 
-def launch() -> None:
-    """The profiled process: per dtype a checked warm-up launch, then the launch ncu keeps."""
+def launch(variant: str) -> None:
+    """The profiled process: per dtype a checked warm-up launch, then the launch ncu keeps; ``variant``: one of
+    record_bf16_diagnosis.VARIANTS, put in place before anything compiles."""
     import torch
+
+    import record_bf16_diagnosis
+    record_bf16_diagnosis._use_variant(variant)
 
     from multicta_kernels import softmax as sm
     from multicta_kernels.core.accuracy import assert_softmax_close
@@ -53,10 +58,10 @@ def launch() -> None:
         del x, y
 
 
-def _ncu(args: list) -> list:
+def _ncu(args: list, variant: str) -> list:
     ncu = shutil.which("ncu") or "/usr/local/cuda/bin/ncu"
     run = subprocess.run([ncu, "--kernel-name", "regex:softmax_pipelined", *args, "--csv", sys.executable, __file__,
-                          "--launch"], capture_output=True, text=True, timeout=400)
+                          "--launch", variant], capture_output=True, text=True, timeout=400)
     if run.returncode:
         raise SystemExit(f"ncu failed ({run.returncode}): {run.stderr.strip().splitlines()[-1:]}")
     lines = [ln for ln in run.stdout.splitlines() if ln.startswith('"')]
@@ -67,9 +72,9 @@ def _num(v: str) -> float:
     return float(v.replace(",", "") or 0)
 
 
-def counters(which: int) -> dict:
+def counters(which: int, variant: str = "kernel") -> dict:
     rows = _ncu(["--launch-skip", str(which), "--launch-count", "1", "--metrics", ",".join(COUNTERS) + "," + STALLS,
-                 "--page", "raw"])
+                 "--page", "raw"], variant)
     head = rows[0]
     data = [r for r in rows[2:] if len(r) == len(head)][0]
     out = {h: _num(v) for h, v in zip(head, data) if h in COUNTERS}
@@ -78,9 +83,9 @@ def counters(which: int) -> dict:
     return out
 
 
-def source(which: int) -> dict:
+def source(which: int, variant: str = "kernel") -> dict:
     rows = _ncu(["--launch-skip", str(which), "--launch-count", "1", "--section", "SourceCounters",
-                 "--section", "WarpStateStats", "--page", "source", "--print-source", "sass"])
+                 "--section", "WarpStateStats", "--page", "source", "--print-source", "sass"], variant)
     k = next(i for i, r in enumerate(rows) if r and r[0] == "Address")
     head = rows[k]
     data = [r for r in rows[k + 1:] if len(r) == len(head)]
@@ -95,30 +100,31 @@ def source(which: int) -> dict:
                                     for i in top]}
 
 
-COLUMNS = ["dtype", "config", "kind", "name", "value", "sass"]
+COLUMNS = ["variant", "dtype", "config", "kind", "name", "value", "sass"]
 
 
 def table(kernels: dict) -> list:
     """One row per counter, per stall reason, and per instruction of the top long-scoreboard waits (its SASS, after
     the three instructions before it)."""
     rows = []
-    for dt, d in kernels.items():
-        rows += [[dt, d["config"], "counter", c, d[c], ""] for c in COUNTERS]
-        rows += [[dt, d["config"], "stalled_cycles_per_issue", r, v, ""] for r, v in d["stalled_cycles_per_issue"].items()]
-        rows += [[dt, d["config"], "samples", c, d[c], ""] for c in
+    for (v, dt), d in kernels.items():
+        rows += [[v, dt, d["config"], "counter", c, d[c], ""] for c in COUNTERS]
+        rows += [[v, dt, d["config"], "stalled_cycles_per_issue", r, x, ""]
+                 for r, x in d["stalled_cycles_per_issue"].items()]
+        rows += [[v, dt, d["config"], "samples", c, d[c], ""] for c in
                  ("sass_instructions", "samples", "long_scoreboard_samples", "long_scoreboard_share")]
-        rows += [[dt, d["config"], "top_long_scoreboard", t["index"], t["samples"], " / ".join(t["previous"] + [t["sass"]])]
-                 for t in d["top_long_scoreboard"]]
+        rows += [[v, dt, d["config"], "top_long_scoreboard", t["index"], t["samples"],
+                  " / ".join(t["previous"] + [t["sass"]])] for t in d["top_long_scoreboard"]]
     return rows
 
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out")
-    ap.add_argument("--launch", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--launch", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.launch:
-        launch()
+        launch(a.launch)
         return
     if not a.out:
         ap.error("--out is required")
@@ -128,19 +134,23 @@ def main(argv=None) -> None:
     from multicta_kernels import results
     from multicta_kernels import softmax as sm
     out, env, clock = start("record_bf16_stalls", __doc__, ["--out", a.out])
+    from record_bf16_diagnosis import VARIANTS
     kernels = {}
-    for k, dt in enumerate(DTYPES):
-        which = 2 * k + 1                                     # the second launch of each dtype
-        cfg = sm.pick_config(N, dt)
-        kernels[dt] = {"config": f"{cfg.num_ctas} CTAs x {cfg.num_warps} warps, block_m {cfg.block_m}",
-                       **counters(which), **source(which)}
-        d = kernels[dt]
-        say(f"{dt}: {d['gpu__time_duration.sum'] / 1e3:.0f} us, {d['smsp__inst_executed.sum']:.0f} warp instructions, "
-            f"long scoreboard {d['long_scoreboard_share']:.1%} of samples; most at: {d['top_long_scoreboard'][0]['sass']}")
+    for variant in VARIANTS:
+        for k, dt in enumerate(DTYPES):
+            which = 2 * k + 1                                 # the second launch of each dtype
+            cfg = sm.pick_config(N, dt)
+            kernels[variant, dt] = {"config": f"{cfg.num_ctas} CTAs x {cfg.num_warps} warps, block_m {cfg.block_m}",
+                                    **counters(which, variant), **source(which, variant)}
+            d = kernels[variant, dt]
+            say(f"{variant}, {dt}: {d['gpu__time_duration.sum'] / 1e3:.0f} us, {d['smsp__inst_executed.sum']:.0f} warp "
+                f"instructions, long scoreboard {d['long_scoreboard_share']:.1%} of samples; most at: "
+                f"{d['top_long_scoreboard'][0]['sass']}")
     result = {"benchmark": "ncu-stalls-softmax-bf16", **env,
               "method": {"timer": "ncu gpu__time_duration (profiled, one launch of each dtype, replayed once per "
                                   "metric pass)",
                          "command": "python3 tools/record_bf16_stalls.py --out <dir>",
+                         "variants": "record_bf16_diagnosis.VARIANTS: the kernel, and its exp argument as one fma",
                          "tool": "Nsight Compute (ncu) on softmax_pipelined_kernel at pick_config(N, dtype), "
                                  f"{M} x {N}, data torch.randn; each dtype's second launch, profiled twice (--page raw "
                                  "for the counters, --page source --print-source sass for the samples per instruction)",
