@@ -334,3 +334,71 @@ def test_same_schedule_refuses_what_it_cannot_follow():
     fenced = ["\tst.shared.b32 \t[%r4], %r9;", "\tbar.sync \t0;"]
     assert lens.same_schedule("\n".join(fenced), "\n".join(["\tfence.acq_rel.cta; st.shared.b32 [%r4], %r9;"]
                                                           + fenced)) == ""
+
+
+_SYNC = ("\telect.sync \t%r20|%p20, -1;\n\tand.pred \t%p21, %p1, %p20;\n\t@%p21 fence.mbarrier_init.release.cluster ;\n"
+         "\tbarrier.cluster.arrive.relaxed.aligned;\n\tbarrier.cluster.wait.aligned;\n")
+_INIT = "\t@%p1 mbarrier.init.shared::cta.b64 [%r1], 1;\n"
+_LOADS = ("\t@%p2 ld.global.v4.b32 { %r2, %r3, %r4, %r5 }, [ %rd1 + 0 ];\n\tmax.f32 \t%r6, %r2, %r3;\n"
+          "\tst.shared.b32 \t[%r7], %r6;\n\tbar.sync \t0;\n\tld.shared.b32 \t%r8, [%r9];\n")
+_USE = ("\t@%p3 mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r1], 16;\n"
+        "\t@%p3 st.async.weak.shared::cluster.mbarrier::complete_tx::bytes.b32 [ %r10 + 0 ], %r8, [ %r11 + 0 ];\n")
+
+
+def test_same_schedule_moves_the_init_sync_only_across_what_it_does_not_order():
+    """The init sync (``fence.mbarrier_init``, a relaxed cluster arrive, the wait) orders the inits and nothing else
+    (PTX ISA "barrier.cluster": .relaxed, no ordering of earlier accesses; "membar/fence": fence.mbarrier_init),
+    so Triton's own sync at the first use and ``sync_inits()`` after the loads are one program. Refused: the sync
+    moved past an mbarrier operation, an access to another CTA's memory, a fence or a TMA load; a full (release)
+    arrive instead of the relaxed one; a sync that is not the first cluster barrier or that a branch skips."""
+    kernel = _INIT + _LOADS + _SYNC + _USE
+    assert lens.same_schedule(kernel, _INIT + _SYNC + _LOADS + _USE).startswith(
+        "the same instructions, the init sync moved across 4 instructions")   # max.f32: arithmetic
+    for between in ("\t@%p4 mbarrier.arrive.shared::cta.b64 _, [%r12];\n",
+                    "\tld.shared::cluster.b32 \t%r13, [%r14];\n", "\tfence.proxy.async.shared::cta;\n",
+                    "\t@%p4 cp.async.bulk.tensor.2d.shared::cta.global.mbarrier::complete_tx::bytes [%r15], "
+                    "[%rd2, {%r16, %r17}], [%r1];\n", "\tmapa.shared::cluster.u32 \t%r18, %r19, %r20;\n"):
+        assert lens.same_schedule(_INIT + between + _LOADS + _SYNC + _USE,
+                                  _INIT + _SYNC + between + _LOADS + _USE) == "", between
+    assert lens.same_schedule(kernel, _SYNC + _INIT + _LOADS + _USE) == ""                  # before the init
+    assert lens.same_schedule(kernel, _INIT + _LOADS + _USE + _SYNC) == ""                  # after the first use
+    full = lambda t: t.replace("arrive.relaxed.aligned", "arrive.aligned")                 # noqa: E731
+    assert lens.same_schedule(full(kernel), full(_INIT + _SYNC + _LOADS + _USE)) == ""
+    earlier = "\tbarrier.cluster.arrive.aligned;\n\tbarrier.cluster.wait.aligned;\n"
+    assert lens.same_schedule(earlier + kernel, earlier + _INIT + _SYNC + _LOADS + _USE) == ""
+    skipped = lambda t: t.replace(_SYNC, "\t@%p9 bra \t$L__BB0_1;\n" + _SYNC + "$L__BB0_1:\n")  # noqa: E731
+    assert lens.same_schedule(skipped(kernel), skipped(_INIT + _SYNC + _LOADS + _USE)) == ""
+
+
+def test_same_schedule_counts_a_cta_barrier_twice_in_a_row_once():
+    """Two ``bar.sync 0`` with nothing but register arithmetic between them are one (PTX ISA "bar, barrier": every
+    thread of the CTA meets the same aligned barrier, and the second orders no access the first does not). Not
+    one: a shared-memory write, a warp shuffle or an mbarrier operation between them, a predicated barrier, a named
+    barrier of some warps."""
+    two = "\tst.shared.b32 \t[%r1], %r2;\n\tbar.sync \t0;\n\tadd.s32 \t%r3, %r4, 1;\n\tbar.sync \t0;\n" \
+          "\tld.shared.b32 \t%r5, [%r3];\n"
+    one = two.replace("\tbar.sync \t0;\n\tld.shared", "\tld.shared")
+    assert lens.same_schedule(two, one) == "the same instructions, a CTA barrier twice in a row counted once"
+    for between in ("\tst.shared.b32 \t[%r6], %r2;\n", "\tshfl.sync.bfly.b32 \t%r7, %r2, 16, 31, -1;\n",
+                    "\t@%p1 mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r8], 16;\n"):
+        k = two.replace("\tadd.s32", between + "\tadd.s32")
+        assert lens.same_schedule(k, k.replace("\tbar.sync \t0;\n\tld.shared", "\tld.shared")) == "", between
+    for other in ("\t@%p1 bar.sync \t0;\n", "\tbar.sync \t1, 128;\n"):
+        k = two.replace("\tadd.s32 \t%r3, %r4, 1;\n\tbar.sync \t0;\n", "\tadd.s32 \t%r3, %r4, 1;\n" + other)
+        assert lens.same_schedule(k, k.replace(other, "")) == "", other
+
+
+def test_same_schedule_allows_a_relaxed_cluster_barrier_more_only_first_and_unskipped():
+    """A relaxed cluster barrier before any other, in the first straight-line block, orders no access and every
+    thread reaches it: slower at most (what ``sync_inits()`` before the inits compiles to, beside Triton's own
+    sync). Refused: a full (release) barrier more, one after another cluster barrier, one after a branch."""
+    kernel = "\tmov.u32 \t%r1, %tid.x;\n" + _INIT + _SYNC + _LOADS + _USE
+    pair = "\tbarrier.cluster.arrive.relaxed.aligned;\n\tbarrier.cluster.wait.aligned;\n"
+    more = pair + kernel
+    assert lens.same_schedule(kernel, more) == \
+        "the same instructions, a relaxed cluster barrier more before any branch or wait"
+    assert lens.same_schedule(kernel, more.replace("arrive.relaxed.aligned;\n\tbarrier.cluster.wait.aligned;\n\tmov",
+                                                   "arrive.aligned;\n\tbarrier.cluster.wait.aligned;\n\tmov")) == ""
+    assert lens.same_schedule(kernel, kernel.replace(_LOADS, pair + _LOADS)) == ""          # after the init sync
+    branchy = "\t@%p9 bra \t$L__BB0_1;\n$L__BB0_1:\n" + kernel
+    assert lens.same_schedule(branchy, branchy.replace("$L__BB0_1:\n", "$L__BB0_1:\n" + pair)) == ""

@@ -330,7 +330,10 @@ def why_survived(unit: str, operator: str, site: str) -> str:
     if "sync_inits()" in site:
         why = ("equivalent in behaviour, slower at most: where sync_inits() no longer stands before the barriers' "
                "first cross-CTA use, Triton 3.9 fences the inits itself at that use (outside any loop here, so once; "
-               "the init-fence check fails a kernel only where that use is inside a loop)")
+               "the init-fence check fails a kernel only where that use is inside a loop); lens.same_schedule proves "
+               "such a move where the rest of the PTX is the kernel's up to a renaming of registers, and not where "
+               "LLVM gave a register another role (here the masked load's default value kept in another of the last "
+               "load's destination registers)")
     elif operator == "drop fence" and "fence_async_shared" in site:
         why = ("Triton 3.9's proxy-fence pass puts a fence.proxy.async before the async-proxy read itself "
                "(add_proxy_fence_insertion in make_llir): the kernel stays correct, only the fence's place in the PTX "
@@ -370,8 +373,10 @@ def why_survived(unit: str, operator: str, site: str) -> str:
     elif operator == "swap" and all(ops) and "mbarrier.init" in a and "mbarrier.expect" in b:
         why = "equivalent: an init and an expect of two different barriers commute"
     elif operator == "swap" and "gl.store(" in site and "tma.async_store(" in site:
-        why = ("equivalent: the register store goes to global memory and the TMA store reads shared memory; neither "
-               "orders the other")
+        why = ("equivalent: the register store writes global memory through the generic proxy, the TMA store through "
+               "the async proxy, with no proxy fence between them, so the PTX ISA orders neither write before the "
+               "other in either program (\"Proxies\"; the store_wait waits only for the reads); lens.same_schedule "
+               "does not follow proxies")
     elif operator == "swap" and any(ops) and re.search(r"= c_bufs\.index\(|tn = r\.tile\(", site):
         why = "equivalent: the other line is index arithmetic that the barrier operation does not guard"
     elif operator == "swap" and any(ops):

@@ -53,12 +53,19 @@ _END = {"bra", "ret", "exit", "trap", "call", "brx"}
 _REG = re.compile(r"%[A-Za-z_][\w.]*")
 
 
+# A load of a kernel's own parameter: the PTX ISA ("Kernel Function Parameters") makes them read-only, unlike a
+# device function's, so such a load reads a value no thread can change: register arithmetic.
+_KERNEL_PARAM = re.compile(r"^ld\.param(\.v\d)?\.[a-z]\d+\s+[^;\[]+,\s*\[\w+_param_\d+(\+\d+)?\];$")
+
+
 def _pure(text: str, pending=frozenset()) -> bool:
     """Whether one instruction only computes registers: in _PURE, unpredicated, no carry, no clock, one instruction
     on its line, and no register that an asynchronous operation of the kernel writes or reads (``pending``: a
     wgmma accumulator or a tcgen05.ld destination is not ready until its wait, which names no register)."""
     parts = text.split(None, 1)
     op = parts[0].rstrip(";")
+    if _KERNEL_PARAM.match(text):
+        return not (pending and pending & set(_REG.findall(text)))
     return (op.split(".")[0] in _PURE and ".cc" not in op and not text.startswith("@") and text.count(";") == 1
             and not any(v in text for v in ("%clock", "%globaltimer", "%warpid", "%smid", "%pm"))
             and not (pending and pending & set(_REG.findall(text))))
@@ -182,17 +189,23 @@ def same_schedule(kernel: str, other: str) -> str:
     no thread can tell the two apart); or "the kernel's code and N more fences" (the same after deleting fences
     that ``kernel`` does not have: in the PTX ISA's "Memory Consistency Model" a fence only adds to the orders an
     execution must respect, "membar/fence" and "Causality Order", so every execution ``other`` allows, ``kernel``
-    allows too: slower at most). Where the compiler numbered the registers otherwise, each of these is tried once
-    more on ``other`` with its virtual registers renamed one to one (:func:`register_renaming`), the answer then
-    ending in ", registers renamed"; a renaming that is not one to one is no proof, and then the answer is ""."""
+    allows too: slower at most); or the same instructions up to barriers that order nothing more: "a CTA barrier
+    twice in a row counted once", "the init sync moved across N instructions that touch no mbarrier and no other
+    CTA", "a relaxed cluster barrier more before any branch or wait" (:func:`_barrier_rules`, with the PTX ISA
+    sections each rests on). Where the compiler numbered the registers otherwise, each of these is tried once more on ``other`` with its virtual registers renamed one to one (:func:`register_renaming`, up to three guesses
+    in a row, each on the last one's text: a composition of one-to-one renamings is one), the answer then ending in
+    ", registers renamed"; a renaming that is not one to one is no proof, and then the answer is ""."""
     validate.text(kernel, "kernel")
     validate.text(other, "other")
     why = _same_schedule(kernel, other)
     if why:
         return why
-    renaming = register_renaming(kernel, other)
-    if renaming and any(a != b for a, b in renaming.items()):
-        renamed = _VREG.sub(lambda m: renaming[m.group(0)], code(other))
+    renamed = code(other)
+    for _ in range(3):          # a guess pairs registers of one colour by first appearance: a second may mend it
+        renaming = register_renaming(kernel, renamed)
+        if not renaming or all(a == b for a, b in renaming.items()):
+            break
+        renamed = _VREG.sub(lambda m: renaming[m.group(0)], renamed)
         why = _same_schedule(kernel, renamed)
         if why:
             return f"{why}, registers renamed"
@@ -275,6 +288,9 @@ def _same_schedule(kernel: str, other: str) -> str:
         sb = [_canonical(_loads_sorted(blk, pending), pending) for blk in _blocks(other)]
         if sa == sb:
             return "the same instructions, TMA loads issued in another order"
+    why = _barrier_rules(kernel, other, pending)
+    if why:
+        return why
     ka = collections.Counter(t for blk in a for t in blk)
     kb = collections.Counter(t for blk in b for t in blk)
     extra = kb - ka
@@ -292,6 +308,156 @@ def _same_schedule(kernel: str, other: str) -> str:
         if [_canonical(x, pending) for x in trimmed] == [blk for blk in a if blk]:
             return f"the kernel's code and {n} more fence{'s' if n > 1 else ''}"
     return ""
+
+
+# --------------------------------------------------------------- barriers that order nothing more
+# Three relations between a kernel and another program that differ only in barriers, each resting on the PTX ISA:
+#
+# * "bar, barrier": ``bar.sync`` is ``barrier.sync.aligned``, which every thread of the CTA executes at the same
+#   instruction, and its completion orders each participant's earlier memory accesses before every participant's
+#   later ones. Of two such barriers with no instruction but register arithmetic between them, the second orders
+#   no access the first does not: one of them is the same program.
+# * "barrier.cluster": ``.relaxed`` on ``barrier.cluster.arrive`` gives "no memory ordering and visibility
+#   guarantees" for the accesses before it; "membar/fence": ``fence.mbarrier_init`` orders only the thread's
+#   earlier ``mbarrier.init``. So the init sync Triton and ``sync_inits()`` emit (``fence.mbarrier_init``, a relaxed
+#   arrive, the wait) orders the inits and nothing else: moved across ordinary loads, stores and CTA barriers that
+#   touch no mbarrier and no other CTA's memory, it still stands after every init and before every use, and
+#   every thread still meets it once.
+# * a relaxed cluster barrier more, in the function's first straight-line block and before any other: every
+#   thread reaches it (no branch, no wait before it), it orders no memory access, and every later barrier pairs
+#   as before, one phase on: slower at most.
+#
+# Both cluster rules stand where the barrier is every thread's first (a wait pairs with the arrivals of its phase,
+# so the arrivals it pairs with are all relaxed): the barrier more lies before any other, and the init sync moved is
+# the first cluster barrier in both programs, in no loop and skipped by no branch (:func:`_first_cluster_barrier`).
+
+_CTA_BARRIER = ("bar.sync 0;", "barrier.sync 0;", "barrier.sync.aligned 0;")
+_RELAXED_PAIR = ["barrier.cluster.arrive.relaxed.aligned;", "barrier.cluster.wait.aligned;"]
+_CROSSABLE = ("ld.global.", "st.global.", "ld.param.", "ld.shared.", "st.shared.", "bar.sync", "barrier.sync",
+              "elect.sync", "shfl.sync", "redux.sync", "vote.")
+
+
+def _one_cta_barrier(block: list, pending) -> list:
+    """``block`` without each CTA barrier whose previous instruction other than register arithmetic is one too."""
+    out, last = [], None
+    for t in block:
+        if _squeezed(t) in _CTA_BARRIER and last in _CTA_BARRIER:
+            continue
+        out.append(t)
+        if not _pure(t, pending):
+            last = _squeezed(t)
+    return out
+
+
+def _squeezed(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _unguarded(text: str) -> str:
+    return text.split(None, 1)[1] if text.startswith("@") and " " in text else text
+
+
+def _crossable(text: str, pending) -> bool:
+    """An instruction an init sync may cross: register arithmetic (predicated or not), a warp's register exchange,
+    a CTA barrier, or a load or store of this CTA's shared memory, of global memory or of a parameter."""
+    body = _unguarded(text)
+    if text.count(";") != 1 or "::cluster" in body or "mbarrier" in body:
+        return False
+    return _pure(body, pending) or body.startswith(_CROSSABLE)
+
+
+def _init_sync(block: list) -> tuple:
+    """(start, stop) of the init sync in ``block``: an optional ``elect.sync`` and ``and.pred``, then
+    ``fence.mbarrier_init.release.cluster`` (predicated or not), a relaxed cluster arrive and the wait; or None."""
+    for i, t in enumerate(block):
+        if _unguarded(t).startswith("fence.mbarrier_init.release.cluster") and \
+                [_squeezed(x) for x in block[i + 1:i + 3]] == _RELAXED_PAIR:
+            start = i
+            if start and block[start - 1].startswith("and.pred"):
+                start -= 1
+            if start and block[start - 1].startswith("elect.sync"):
+                start -= 1
+            return start, i + 3
+    return None
+
+
+def _first_cluster_barrier(ptx: str) -> bool:
+    """Whether the first cluster barrier of ``ptx`` is an init sync (:func:`_init_sync`) that no branch skips and no
+    loop holds (each branch to the nearest label of its name, so inline assembly's local ``spin:`` loops count):
+    then it is every thread's first cluster barrier, and a wait pairs with the arrivals of its phase ("barrier.cluster"),
+    so every thread's first arrival is this relaxed one."""
+    lines = [ln.strip() for ln in code(ptx).splitlines()]
+    at = next((i for i, t in enumerate(lines) if "barrier.cluster." in t or "fence.mbarrier_init" in t), None)
+    if at is None or _init_sync(lines[at:at + 3]) != (0, 3):
+        return False
+    labels = collections.defaultdict(list)
+    for i, t in enumerate(lines):
+        m = re.match(r"^([\w$]+):", t)
+        if m:
+            labels[m.group(1)].append(i)
+    for i, t in enumerate(lines):
+        m = re.search(r"\bbra(?:\.uni)?\s+([\w$]+);", t)
+        if m and labels.get(m.group(1)):
+            j = min(labels[m.group(1)], key=lambda n: abs(n - i))
+            if min(i, j) < at < max(i, j):
+                return False
+    return True
+
+
+def _barrier_rules(kernel: str, other: str, pending) -> str:
+    """Why ``other`` does what ``kernel`` does up to the barriers of the comment above, or ""."""
+    ka, kb = list(_blocks(kernel)), list(_blocks(other))
+    if len(ka) != len(kb):
+        return ""
+    da = [_one_cta_barrier(x, pending) for x in ka]
+    db = [_one_cta_barrier(x, pending) for x in kb]
+    removed = [sum(map(len, x)) - sum(map(len, y)) for x, y in ((ka, da), (kb, db))]
+    deduped = "a CTA barrier twice in a row counted once" if removed[0] != removed[1] else ""
+    ca = [_canonical(x, pending) for x in da]
+
+    def said(what):
+        return "the same instructions, " + ", ".join(p for p in (deduped, what) if p)
+    if deduped and ca == [_canonical(x, pending) for x in db]:
+        return said("")
+    # a relaxed cluster barrier more in other's first block of instructions, before any other cluster barrier
+    first = next((k for k, x in enumerate(db) if not _SKIP.match(x[0])), None)
+    if first is not None:
+        x = db[first]
+        cluster = [i for i, t in enumerate(x) if "barrier.cluster." in t]
+        spots = [i for i in range(len(x) - 1) if [_squeezed(y) for y in x[i:i + 2]] == _RELAXED_PAIR
+                 and i == cluster[0] and not (i and "fence.mbarrier_init" in x[i - 1])]
+        for i in spots:
+            trimmed = db[:first] + [x[:i] + x[i + 2:]] + db[first + 1:]
+            if [_canonical(y, pending) for y in trimmed] == ca:
+                return said("a relaxed cluster barrier more before any branch or wait")
+    # the init sync moved within its block, across no mbarrier, cluster, fence or asynchronous operation
+    differ = [k for k, (x, y) in enumerate(zip(da, db)) if _canonical(x, pending) != _canonical(y, pending)]
+    if len(differ) != 1:
+        return ""
+    k = differ[0]
+    if not (_first_cluster_barrier(kernel) and _first_cluster_barrier(other)):
+        return ""
+    sides = []
+    for blocks in (da, db):
+        span = _init_sync(blocks[k])
+        if not span:
+            return ""
+        i, j = span
+        rest = blocks[k][:i] + blocks[k][j:]
+        own = {r for t in blocks[k][i:j] if t.startswith(("elect.sync", "and.pred"))
+               for r in _REG.findall(_first_operand(t)[0])}
+        elsewhere = [t for n, blk in enumerate(blocks) for t in (rest if n == k else blk)]
+        if own & set(_REG.findall(" ".join(elsewhere))):
+            return ""                                       # the sync's predicate read elsewhere: not its own
+        sides.append((rest, sum(not _pure(t, pending) for t in blocks[k][:i])))
+    (ra, pa), (rb, pb) = sides
+    effects = [t for t in ra if not _pure(t, pending)]
+    if _canonical(ra, pending) != _canonical(rb, pending) or effects != [t for t in rb if not _pure(t, pending)]:
+        return ""
+    lo, hi = sorted((pa, pb))
+    if not all(_crossable(t, pending) for t in effects[lo:hi]):
+        return ""
+    return said(f"the init sync moved across {hi - lo} instructions that touch no mbarrier and no other CTA")
 
 
 def _warp_op(text: str) -> bool:
