@@ -338,7 +338,7 @@ def test_same_schedule_refuses_what_it_cannot_follow():
 
 _SYNC = ("\telect.sync \t%r20|%p20, -1;\n\tand.pred \t%p21, %p1, %p20;\n\t@%p21 fence.mbarrier_init.release.cluster ;\n"
          "\tbarrier.cluster.arrive.relaxed.aligned;\n\tbarrier.cluster.wait.aligned;\n")
-_INIT = "\t@%p1 mbarrier.init.shared::cta.b64 [%r1], 1;\n"
+_INIT = "\tsetp.lt.u32 \t%p1, %r0, 32;\n\t@%p1 mbarrier.init.shared::cta.b64 [%r1], 1;\n"
 _LOADS = ("\t@%p2 ld.global.v4.b32 { %r2, %r3, %r4, %r5 }, [ %rd1 + 0 ];\n\tmax.f32 \t%r6, %r2, %r3;\n"
           "\tst.shared.b32 \t[%r7], %r6;\n\tbar.sync \t0;\n\tld.shared.b32 \t%r8, [%r9];\n")
 _USE = ("\t@%p3 mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r1], 16;\n"
@@ -402,3 +402,43 @@ def test_same_schedule_allows_a_relaxed_cluster_barrier_more_only_first_and_unsk
     assert lens.same_schedule(kernel, kernel.replace(_LOADS, pair + _LOADS)) == ""          # after the init sync
     branchy = "\t@%p9 bra \t$L__BB0_1;\n$L__BB0_1:\n" + kernel
     assert lens.same_schedule(branchy, branchy.replace("$L__BB0_1:\n", "$L__BB0_1:\n" + pair)) == ""
+
+
+def test_same_schedule_refuses_the_barrier_moves_a_review_found():
+    """A fresh-eyes review found ways the barrier relations once excused a different program; each is refused now:
+    the sync's predicate redefined or defined after it, a predicated or named barrier crossed (a deadlock), a
+    release fence or membar before the relaxed arrive (then a release: the PTX ISA's own example), an acquire load
+    or release store crossed, a spare relaxed barrier after a wait, a non-aligned ``barrier.sync 0`` counted once
+    (it may pair with one on another path), a spare barrier in a ``.func`` or a sync behind a ``call``, a branch
+    written ``bra L ;``, and a device function's parameter (read-write) taken as read-only."""
+    moved = lambda head, mid: lens.same_schedule(head + _SYNC + mid + _USE, head + mid + _SYNC + _USE)  # noqa: E731
+    redefined = "\tsetp.eq.u32 \t%p1, %r31, 0;\n"
+    assert lens.same_schedule(_INIT + redefined + _SYNC + _USE, _INIT + _SYNC + redefined + _USE) == ""
+    late = _SYNC.replace("%p21, %p1, %p20", "%p21, %p5, %p20")
+    define = "\tsetp.eq.u32 \t%p5, %r31, 0;\n"
+    assert lens.same_schedule(_INIT + define + late + _USE, _INIT + late + define + _USE) == ""
+    for mid in ("\t@%p4 barrier.sync \t1, 64;\n", "\t@%p4 bar.sync \t0;\n", "\tbar.sync \t1, 64;\n",
+                "\tld.global.acquire.gpu.u32 \t%r3, [%rd2];\n", "\tst.global.release.gpu.u32 \t[%rd2], %r3;\n",
+                "\tld.volatile.global.u32 \t%r3, [%rd2];\n"):
+        assert moved(_INIT, mid) == "", mid
+    load = "\tld.global.u32 \t%r3, [%rd2];\n"
+    assert moved(_INIT, load).startswith("the same instructions")                        # the control
+    for fence in ("\tfence.acq_rel.cluster;\n", "\tmembar.gl;\n"):
+        assert moved("\tst.global.u32 \t[%rd1], %r2;\n" + fence + _INIT, load) == "", fence
+    skip, end = _INIT + "\t@%p9 bra \t$L__BB0_1 ;\n", "$L__BB0_1:\n\tret;\n"             # skips the sync
+    assert lens.same_schedule(skip + _SYNC + load + _USE + end, skip + load + _SYNC + _USE + end) == ""
+    called = ".visible .entry k()\n{\n\t@%p9 call.uni g, ();\n" + _INIT
+    assert moved(called, load) == ""
+    pair = "\tbarrier.cluster.arrive.relaxed.aligned;\n\tbarrier.cluster.wait.aligned;\n"
+    waits = "\tmov.u32 \t%r1, %tid.x;\n\t@%p4 barrier.sync \t1, 64;\n"
+    assert lens.same_schedule(waits + _INIT + _SYNC + _USE, waits + pair + _INIT + _SYNC + _USE) == ""
+    func = ".func f()\n{\n\tmov.u32 \t%r9, %tid.x;\n{PAIR}\tret;\n}\n"
+    entry = ".visible .entry k()\n{\n\tmov.u32 \t%r1, %tid.x;\n\t@%p1 bra \t$L__BB0_1;\n\tcall.uni f, ();\n" \
+            "$L__BB0_1:\n\tret;\n}\n"
+    assert lens.same_schedule(func.replace("{PAIR}", "") + entry, func.replace("{PAIR}", pair) + entry) == ""
+    two = "\tst.shared.b32 \t[%r1], %r2;\n\tbarrier.sync \t0;\n\tbarrier.sync \t0;\n\tld.shared.b32 \t%r5, [%r3];\n"
+    assert lens.same_schedule(two, two.replace("\tbarrier.sync \t0;\n", "", 1)) == ""
+    f = ".func f(\n.param .b32 f_param_0\n)\n{{\n{body}\tret;\n}}\n"
+    st, ld = "\tst.param.b32 \t[f_param_0], %r1;\n", "\tld.param.b32 \t%r2, [f_param_0];\n"
+    use = "\tst.global.b32 \t[%rd1], %r2;\n"
+    assert lens.same_schedule(f.format(body=st + ld + use), f.format(body=ld + st + use)) == ""

@@ -54,7 +54,9 @@ _REG = re.compile(r"%[A-Za-z_][\w.]*")
 
 
 # A load of a kernel's own parameter: the PTX ISA ("Kernel Function Parameters") makes them read-only, unlike a
-# device function's, so such a load reads a value no thread can change: register arithmetic.
+# device function's, so such a load reads a value no thread can change: register arithmetic, where both programs
+# are one ``.entry`` with no ``.func`` and no ``st.param`` (``_PARAMS_FIXED`` in ``pending``, :func:`_same_schedule`).
+_PARAMS_FIXED = "<kernel parameters: read-only>"          # not a register: _REG never matches it
 _KERNEL_PARAM = re.compile(r"^ld\.param(\.v\d)?\.[a-z]\d+\s+[^;\[]+,\s*\[\w+_param_\d+(\+\d+)?\];$")
 
 
@@ -65,7 +67,7 @@ def _pure(text: str, pending=frozenset()) -> bool:
     parts = text.split(None, 1)
     op = parts[0].rstrip(";")
     if _KERNEL_PARAM.match(text):
-        return not (pending and pending & set(_REG.findall(text)))
+        return _PARAMS_FIXED in pending and not pending & set(_REG.findall(text))
     return (op.split(".")[0] in _PURE and ".cc" not in op and not text.startswith("@") and text.count(";") == 1
             and not any(v in text for v in ("%clock", "%globaltimer", "%warpid", "%smid", "%pm"))
             and not (pending and pending & set(_REG.findall(text))))
@@ -275,6 +277,8 @@ def _same_schedule(kernel: str, other: str) -> str:
     if same_code(kernel, other):
         return "the same code"
     pending = _pending(kernel) | _pending(other)
+    if all(".func" not in code(t) and "st.param" not in code(t) for t in (kernel, other)):
+        pending = pending | {_PARAMS_FIXED}
     a = [_canonical(blk, pending) for blk in _blocks(kernel)]
     b = [_canonical(blk, pending) for blk in _blocks(other)]
     if a == b:
@@ -316,25 +320,30 @@ def _same_schedule(kernel: str, other: str) -> str:
 # * "bar, barrier": ``bar.sync`` is ``barrier.sync.aligned``, which every thread of the CTA executes at the same
 #   instruction, and its completion orders each participant's earlier memory accesses before every participant's
 #   later ones. Of two such barriers with no instruction but register arithmetic between them, the second orders
-#   no access the first does not: one of them is the same program.
+#   no access the first does not: one of them is the same program. (A non-aligned ``barrier.sync 0`` may pair
+#   with one at another instruction on another path: never counted once.)
 # * "barrier.cluster": ``.relaxed`` on ``barrier.cluster.arrive`` gives "no memory ordering and visibility
 #   guarantees" for the accesses before it; "membar/fence": ``fence.mbarrier_init`` orders only the thread's
 #   earlier ``mbarrier.init``. So the init sync Triton and ``sync_inits()`` emit (``fence.mbarrier_init``, a relaxed
-#   arrive, the wait) orders the inits and nothing else: moved across ordinary loads, stores and CTA barriers that
-#   touch no mbarrier and no other CTA's memory, it still stands after every init and before every use, and
-#   every thread still meets it once.
-# * a relaxed cluster barrier more, in the function's first straight-line block and before any other: every
-#   thread reaches it (no branch, no wait before it), it orders no memory access, and every later barrier pairs
-#   as before, one phase on: slower at most.
+#   arrive, the wait) orders the inits and nothing else, where no other fence precedes it (a release fence before a
+#   relaxed arrive makes a release pattern): moved across weak loads and stores of global or this CTA's shared
+#   memory, register arithmetic and aligned barriers of the whole CTA (never a named or predicated barrier, a wait
+#   some warps make and others not), it still stands after every init and before every use, it reads registers
+#   written once, before it, and every thread still meets it once.
+# * a relaxed cluster barrier more, in the entry's first straight-line block, after nothing but register
+#   arithmetic, and before any other cluster barrier: every thread reaches it (no branch, no wait, no call before
+#   it), it orders no memory access, and every later barrier pairs as before, one phase on: slower at most.
 #
 # Both cluster rules stand where the barrier is every thread's first (a wait pairs with the arrivals of its phase,
 # so the arrivals it pairs with are all relaxed): the barrier more lies before any other, and the init sync moved is
-# the first cluster barrier in both programs, in no loop and skipped by no branch (:func:`_first_cluster_barrier`).
+# the first cluster barrier in both programs, in no loop and skipped by no branch, in a program with no call and no
+# ``.func`` (:func:`_first_cluster_barrier`). A review's reproducers of each condition: tests/test_lens.py.
 
-_CTA_BARRIER = ("bar.sync 0;", "barrier.sync 0;", "barrier.sync.aligned 0;")
+_CTA_BARRIER = ("bar.sync 0;", "barrier.sync.aligned 0;")   # aligned, the whole CTA: not barrier.sync 0 (see above)
 _RELAXED_PAIR = ["barrier.cluster.arrive.relaxed.aligned;", "barrier.cluster.wait.aligned;"]
-_CROSSABLE = ("ld.global.", "st.global.", "ld.param.", "ld.shared.", "st.shared.", "bar.sync", "barrier.sync",
-              "elect.sync", "shfl.sync", "redux.sync", "vote.")
+_WEAK_ACCESS = ("ld.global.", "st.global.", "ld.shared.", "st.shared.")
+_STRONG = (".acquire", ".release", ".relaxed", ".volatile", ".mmio", ".cta", ".cluster", ".gpu", ".sys")
+_WARP_OPS = ("elect.sync", "shfl.sync", "redux.sync", "vote.")
 
 
 def _one_cta_barrier(block: list, pending) -> list:
@@ -359,11 +368,16 @@ def _unguarded(text: str) -> str:
 
 def _crossable(text: str, pending) -> bool:
     """An instruction an init sync may cross: register arithmetic (predicated or not), a warp's register exchange,
-    a CTA barrier, or a load or store of this CTA's shared memory, of global memory or of a parameter."""
+    an unpredicated aligned barrier of the whole CTA, or a weak load or store (no .acquire, .release, .relaxed,
+    .volatile, no scope) of this CTA's shared memory or of global memory. Not a named or predicated barrier (a
+    wait some warps make and others do not: moved across a cluster barrier, a deadlock)."""
     body = _unguarded(text)
     if text.count(";") != 1 or "::cluster" in body or "mbarrier" in body:
         return False
-    return _pure(body, pending) or body.startswith(_CROSSABLE)
+    if _squeezed(text) in _CTA_BARRIER or _pure(body, pending) or body.startswith(_WARP_OPS):
+        return True
+    op = body.split(None, 1)[0]
+    return op.startswith(_WEAK_ACCESS) and not any(q in op for q in _STRONG)
 
 
 def _init_sync(block: list) -> tuple:
@@ -381,14 +395,33 @@ def _init_sync(block: list) -> tuple:
     return None
 
 
+_BRA = re.compile(r"\bbra(?:\.uni)?\s+([\w$]+)\s*;")
+
+
+def _straight_calls(lines) -> bool:
+    """Whether ``lines`` (a function's code) hold no call, no indirect branch, no ``.func`` and no branch this reader
+    cannot follow: then the cluster barriers it sees are all the program's, and its first block is the entry's."""
+    for t in lines:
+        if re.search(r"\b(call|brx)\b", t) or t.startswith(".func") or " .func" in t:
+            return False
+        if re.search(r"\bbra\b", t) and not _BRA.search(t):
+            return False
+    return True
+
+
 def _first_cluster_barrier(ptx: str) -> bool:
     """Whether the first cluster barrier of ``ptx`` is an init sync (:func:`_init_sync`) that no branch skips and no
-    loop holds (each branch to the nearest label of its name, so inline assembly's local ``spin:`` loops count):
-    then it is every thread's first cluster barrier, and a wait pairs with the arrivals of its phase ("barrier.cluster"),
-    so every thread's first arrival is this relaxed one."""
+    loop holds (each branch to the nearest label of its name, so inline assembly's local ``spin:`` loops count), with
+    no fence before it (a release fence before a relaxed arrive makes it a release: the PTX ISA's own example), no call
+    and no ``.func``: then it is every thread's first cluster barrier, and a wait pairs with the arrivals of its
+    phase ("barrier.cluster"), so every arrival it pairs with is this relaxed one."""
     lines = [ln.strip() for ln in code(ptx).splitlines()]
+    if not _straight_calls(lines):
+        return False
     at = next((i for i, t in enumerate(lines) if "barrier.cluster." in t or "fence.mbarrier_init" in t), None)
     if at is None or _init_sync(lines[at:at + 3]) != (0, 3):
+        return False
+    if any("fence." in t or "membar" in t for t in lines[:at]):
         return False
     labels = collections.defaultdict(list)
     for i, t in enumerate(lines):
@@ -396,12 +429,21 @@ def _first_cluster_barrier(ptx: str) -> bool:
         if m:
             labels[m.group(1)].append(i)
     for i, t in enumerate(lines):
-        m = re.search(r"\bbra(?:\.uni)?\s+([\w$]+);", t)
+        m = _BRA.search(t)
         if m and labels.get(m.group(1)):
             j = min(labels[m.group(1)], key=lambda n: abs(n - i))
             if min(i, j) < at < max(i, j):
                 return False
+        elif m:
+            return False                                    # a branch to no label this reader sees
     return True
+
+
+def _destination(text: str) -> set:
+    """The registers an instruction writes: those of its first operand, unless that is an address (``[...]``) or
+    ``_``; its guard predicate only reads. (Every PTX instruction that writes registers names them first.)"""
+    first = _first_operand(_unguarded(text))[0].strip()
+    return set() if first.startswith("[") or first == "_" else set(_REG.findall(first))
 
 
 def _barrier_rules(kernel: str, other: str, pending) -> str:
@@ -421,11 +463,12 @@ def _barrier_rules(kernel: str, other: str, pending) -> str:
         return said("")
     # a relaxed cluster barrier more in other's first block of instructions, before any other cluster barrier
     first = next((k for k, x in enumerate(db) if not _SKIP.match(x[0])), None)
-    if first is not None:
+    straight = all(_straight_calls([ln.strip() for ln in code(t).splitlines()]) for t in (kernel, other))
+    if first is not None and straight:
         x = db[first]
         cluster = [i for i, t in enumerate(x) if "barrier.cluster." in t]
         spots = [i for i in range(len(x) - 1) if [_squeezed(y) for y in x[i:i + 2]] == _RELAXED_PAIR
-                 and i == cluster[0] and not (i and "fence.mbarrier_init" in x[i - 1])]
+                 and i == cluster[0] and all(_pure(t, pending) for t in x[:i])]   # nothing before it waits
         for i in spots:
             trimmed = db[:first] + [x[:i] + x[i + 2:]] + db[first + 1:]
             if [_canonical(y, pending) for y in trimmed] == ca:
@@ -449,6 +492,11 @@ def _barrier_rules(kernel: str, other: str, pending) -> str:
         elsewhere = [t for n, blk in enumerate(blocks) for t in (rest if n == k else blk)]
         if own & set(_REG.findall(" ".join(elsewhere))):
             return ""                                       # the sync's predicate read elsewhere: not its own
+        before = [t for blk in blocks[:k] for t in blk] + blocks[k][:i]
+        for r in set(_REG.findall(" ".join(blocks[k][i:j]))) - own:    # what the sync reads: one writer, before it
+            writers = [t for t in elsewhere if r in _destination(t)]
+            if len(writers) != 1 or writers[0] not in before:
+                return ""
         sides.append((rest, sum(not _pure(t, pending) for t in blocks[k][:i])))
     (ra, pa), (rb, pb) = sides
     effects = [t for t in ra if not _pure(t, pending)]
