@@ -13,6 +13,8 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 import record_bf16_diagnosis as diagnosis  # noqa: E402
 import record_bf16_stalls as stalls  # noqa: E402
+import record_one_cta_configs as configs  # noqa: E402
+import record_one_cta_repeat as repeat  # noqa: E402
 
 
 def test_the_timed_variant_is_one_edit_of_todays_kernel():
@@ -53,7 +55,18 @@ def test_the_stall_table_keeps_the_most_waited_on_instructions_with_what_precede
             "MOV R1, 0x1 / @P6 LDG.E.128 R92, desc[UR14][R112.64] / SHF.L.U32 R152, R129, 0x10, RZ"] in table
 
 
-@pytest.mark.parametrize("tool", [diagnosis, stalls])
+def test_the_same_configuration_recorder_pairs_each_warp_count():
+    """Ours and the upstream design at every one-CTA warp count the upstream design tries, one row a program each,
+    then ours at its pick: the comparison separates the code from the pick only if the pairs match."""
+    for _, N in configs.SHAPES:
+        runs = configs.runs(N)
+        ours = [(w, bm) for k, w, bm, _ in runs if k == "ours"]
+        theirs = [(w, bm) for k, w, bm, _ in runs if k == "upstream design"]
+        assert ours == theirs and ours and all(bm == 1 for _, bm in ours), N
+        assert runs[-1][0] == "ours, picked" and len(runs) == 2 * len(ours) + 1, N
+
+
+@pytest.mark.parametrize("tool", [diagnosis, stalls, configs, repeat])
 def test_the_recorders_refuse_a_machine_without_a_cluster_gpu_in_one_line(tool, tmp_path):
     from multicta_kernels.core import hardware
     if hardware.device().capability is not None:
