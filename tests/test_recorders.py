@@ -75,3 +75,20 @@ def test_the_recorders_refuse_a_machine_without_a_cluster_gpu_in_one_line(tool, 
         tool.main(["--out", str(tmp_path)])
     assert "needs thread-block clusters" in str(exc.value) and "\n" not in str(exc.value)
     assert not list(tmp_path.iterdir())
+
+
+def test_the_timing_recorders_save_what_a_results_record_needs(tmp_path):
+    """save_timed, shared by the timing recorders: the copy ceiling of the same run, the timer, the clock, the
+    recorder's own method entries, and a file results.load reads back."""
+    import record_softmax_phases as phases
+
+    from multicta_kernels import results
+    env = {"gpu": "test", "capability": [9, 0], "sms": 132, "driver": None, "cuda": None, "triton": "3.9.0",
+           "torch": "2.9", "python": "3.11", "date": "2026-12-03"}
+    phases.save_timed(tmp_path / "t.json", "softmax-test", env, {"clock_mhz": 1980.0}, 4186.54, [[1, 2.0]],
+                      ["N", "gbps"], command="python3 tools/x.py --out <dir>", checked="against torch")
+    r = results.load(str(tmp_path / "t.json"))
+    assert r["ceilings"] == {"copy_gbps": 4186.5} and r["benchmark"] == "softmax-test" and r["gpu"] == "test"
+    assert r["method"]["timer"].startswith("measure.timing.time_ms") and r["method"]["clock"]["clock_mhz"] == 1980.0
+    assert r["method"]["command"] == "python3 tools/x.py --out <dir>" and list(results.records(r)) == [
+        {"N": 1, "gbps": 2.0}]

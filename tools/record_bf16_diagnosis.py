@@ -99,10 +99,9 @@ def main(argv=None) -> None:
         return
     if not a.out:
         ap.error("--out is required")
-    from record_softmax_phases import start
+    from record_softmax_phases import save_timed, start
     from record_timelines import say
 
-    from multicta_kernels import results
     from multicta_kernels.measure.ceilings import copy_ceiling_gbps
     out, env, clock = start("record_bf16_diagnosis", __doc__, ["--out", a.out])
     copy = copy_ceiling_gbps()
@@ -113,20 +112,16 @@ def main(argv=None) -> None:
             subprocess.run([sys.executable, __file__, "--child", name, "--copy", str(copy), "--json", f.name],
                            check=True)
             rows += json.loads(Path(f.name).read_text())
-    result = {"benchmark": "softmax-bf16-diagnosis", **env,
-              "method": {"command": "python3 tools/record_bf16_diagnosis.py --out <dir>",
-                         "timer": "measure.timing.time_ms (do_bench_cudagraph, median)",
-                         "kernel": "softmax_pipelined_kernel at pick_config(N, kernel_dtype); "
-                                   "variant 'exp argument as one fma': _pipelined_row with "
-                                   + repr(VARIANTS["exp argument as one fma"]),
-                         "data": "torch.randn of the bits_of dtype, seed 0, read as kernel_dtype (torch's view)",
-                         "bytes": "2 * M * N * 2 (read x, write out)",
-                         "checked": "every output against torch (assert_softmax_close) before it was timed",
-                         "sass": "the kernel's SASS at 262144 (lens.sass_census on sm_90a, ptxas -v), where the "
-                                 "kernel reads its own dtype",
-                         "clock": clock},
-              "ceilings": {"copy_gbps": round(copy, 1)}, "columns": COLUMNS, "rows": rows}
-    say(f"wrote {results.save(result, out / 'softmax_bf16_diagnosis.json')}")
+    save_timed(out / "softmax_bf16_diagnosis.json", "softmax-bf16-diagnosis", env, clock, copy, rows, COLUMNS,
+               command="python3 tools/record_bf16_diagnosis.py --out <dir>",
+               timer="measure.timing.time_ms (do_bench_cudagraph, median)",
+               kernel="softmax_pipelined_kernel at pick_config(N, kernel_dtype); variant 'exp argument as one fma': "
+                      "_pipelined_row with " + repr(VARIANTS["exp argument as one fma"]),
+               data="torch.randn of the bits_of dtype, seed 0, read as kernel_dtype (torch's view)",
+               bytes="2 * M * N * 2 (read x, write out)",
+               checked="every output against torch (assert_softmax_close) before it was timed",
+               sass="the kernel's SASS at 262144 (lens.sass_census on sm_90a, ptxas -v), where the kernel reads its "
+                    "own dtype")
 
 
 if __name__ == "__main__":

@@ -40,12 +40,11 @@ def runs(N: int):
 
 
 def main(argv=None) -> None:
-    from record_softmax_phases import start
+    from record_softmax_phases import save_timed, start
     from record_timelines import say
 
     import torch
 
-    from multicta_kernels import results
     from multicta_kernels.core.accuracy import assert_softmax_close
     from multicta_kernels.measure import ceilings, timing
     out_dir, env, clock = start("record_one_cta_configs", __doc__, argv)
@@ -73,19 +72,14 @@ def main(argv=None) -> None:
         say(f"fp32 {M}x{N}: ours / upstream at the same configuration (medians): {same}")
         x = y = None
         torch.cuda.empty_cache()
-    result = {"benchmark": "softmax-one-cta-configs", **env,
-              "method": {"command": "python3 tools/record_one_cta_configs.py --out <dir>",
-                         "timer": "measure.timing.time_ms (do_bench_cudagraph, median of each measurement)",
-                         "passes": f"{PASSES}, interleaved: in each pass every kernel of the shape once",
-                         "kernels": "ours: softmax_kernel at make_config(N, 1, warps) (one row a program) and at "
-                                    "pick_config(N); upstream design: upstream_design_kernel at (1, warps), for "
-                                    "every one-CTA entry of upstream_design_configs(N)",
-                         "data": "uniform(-4, 4), fp32, fresh per shape",
-                         "bytes": "2 * M * N * 4 (read x, write out)",
-                         "checked": "every kernel's output against torch (assert_softmax_close) before any timing",
-                         "clock": clock},
-              "ceilings": {"copy_gbps": round(copy, 1)}, "columns": COLUMNS, "rows": rows}
-    say(f"wrote {results.save(result, out_dir / 'softmax_one_cta_configs.json')}")
+    save_timed(out_dir / "softmax_one_cta_configs.json", "softmax-one-cta-configs", env, clock, copy, rows, COLUMNS,
+               command="python3 tools/record_one_cta_configs.py --out <dir>",
+               passes=f"{PASSES}, interleaved: in each pass every kernel of the shape once",
+               kernels="ours: softmax_kernel at make_config(N, 1, warps) (one row a program) and at pick_config(N); "
+                       "upstream design: upstream_design_kernel at (1, warps), for every one-CTA entry of "
+                       "upstream_design_configs(N)",
+               data="uniform(-4, 4), fp32, fresh per shape", bytes="2 * M * N * 4 (read x, write out)",
+               checked="every kernel's output against torch (assert_softmax_close) before any timing")
 
 
 if __name__ == "__main__":

@@ -26,12 +26,11 @@ COLUMNS = ["dtype", "M", "N", "config", "pass", "gluon_gbps", "seed_design_gbps"
 
 
 def main(argv=None) -> None:
-    from record_softmax_phases import start
+    from record_softmax_phases import save_timed, start
     from record_timelines import say
 
     import torch
 
-    from multicta_kernels import results
     from multicta_kernels import softmax as sm
     from multicta_kernels.core.accuracy import assert_softmax_close
     from multicta_kernels.measure import ceilings, timing
@@ -64,18 +63,12 @@ def main(argv=None) -> None:
                 f"median {sorted(ratios)[PASSES // 2]:.3f}")
             x = y = None
             torch.cuda.empty_cache()
-    result = {"benchmark": "softmax-one-cta-repeat", **env,
-              "method": {"command": "python3 tools/record_one_cta_repeat.py --out <dir>",
-                         "timer": "measure.timing.time_ms (do_bench_cudagraph, median of each measurement)",
-                         "passes": f"{PASSES}, interleaved: in each pass ours, then every upstream configuration",
-                         "seed_design": "upstream_design_kernel, best of upstream_design_configs(N) in each pass",
-                         "data": "uniform(-4, 4), fresh per shape",
-                         "bytes": "2 * M * N * element size (read x, write out)",
-                         "checked": "ours and every upstream configuration against torch (assert_softmax_close) "
-                                    "before any timing",
-                         "clock": clock},
-              "ceilings": {"copy_gbps": round(copy, 1)}, "columns": COLUMNS, "rows": rows}
-    say(f"wrote {results.save(result, out_dir / 'softmax_one_cta_repeat.json')}")
+    save_timed(out_dir / "softmax_one_cta_repeat.json", "softmax-one-cta-repeat", env, clock, copy, rows, COLUMNS,
+               command="python3 tools/record_one_cta_repeat.py --out <dir>",
+               passes=f"{PASSES}, interleaved: in each pass ours, then every upstream configuration",
+               seed_design="upstream_design_kernel, best of upstream_design_configs(N) in each pass",
+               data="uniform(-4, 4), fresh per shape", bytes="2 * M * N * element size (read x, write out)",
+               checked="ours and every upstream configuration against torch (assert_softmax_close) before any timing")
 
 
 if __name__ == "__main__":

@@ -80,6 +80,17 @@ def save_phases(path, benchmark: str, env: dict, clock: dict, rows: list, column
     say(f"wrote {results.save(result, path)}")
 
 
+def save_timed(path, benchmark: str, env: dict, clock: dict, copy_gbps: float, rows: list, columns: list,
+               **method) -> None:
+    """Write a table of timed kernels with what every timing recorder here shares (the timer, the clock, the copy
+    ceiling measured in the same run) and its own ``method`` entries (``command``, ``data``, ``checked``, ...)."""
+    result = {"benchmark": benchmark, **env,
+              "method": {**method, "timer": method.get("timer", "measure.timing.time_ms (do_bench_cudagraph, median "
+                                                              "of each measurement)"), "clock": clock},
+              "ceilings": {"copy_gbps": round(copy_gbps, 1)}, "columns": columns, "rows": rows}
+    say(f"wrote {results.save(result, path)}")
+
+
 def main(argv=None) -> None:
     out, env, clock = start("record_softmax_phases", __doc__, argv)
     rows = []
