@@ -243,13 +243,22 @@ def test_same_schedule_proves_only_what_no_thread_can_tell_apart():
     assert lens.same_schedule(timed, _moved(timed, "globaltimer", "bar.sync")) == ""    # a clock read is no arithmetic
 
 
+def _written_first(text):
+    """``text`` after a line that writes each register it reads but never writes (a loop body's inputs): a register
+    no line writes is an input, whose name is its meaning, so the reader renames none (a second review's case)."""
+    from multicta_kernels.lens.ptx import _REG, _destination
+    written = {r for ln in text.splitlines() for r in _destination(ln.strip())}
+    free = sorted({r for r in _REG.findall(text) if r.startswith("%r") and not r.startswith("%rd")} - written)
+    return "".join(f"\tmov.u32 \t{r}, {n};\n" for n, r in enumerate(free)) + text
+
+
 def test_same_schedule_sees_through_renumbered_registers_only_one_to_one():
     """A source-level swap makes LLVM number its registers otherwise (the Hopper matmul's release swapped with the
     tile arithmetic): the same program, which the reader proves by renaming the other's virtual registers one to
     one and class to class, then checking as before. Two registers merged into one, a register of another class,
     or a renaming that hides a moved memory operation is no proof."""
     import re
-    k = _BLOCK
+    k = _written_first(_BLOCK)
     shifted = re.sub(r"%r(\d+)", lambda m: f"%r{int(m.group(1)) + 1000}", k)
     assert lens.same_schedule(k, shifted) == "the same code, registers renamed"
     assert lens.register_renaming(k, shifted)["%r1132"] == "%r132"
@@ -442,3 +451,42 @@ def test_same_schedule_refuses_the_barrier_moves_a_review_found():
     st, ld = "\tst.param.b32 \t[f_param_0], %r1;\n", "\tld.param.b32 \t%r2, [f_param_0];\n"
     use = "\tst.global.b32 \t[%rd1], %r2;\n"
     assert lens.same_schedule(f.format(body=st + ld + use), f.format(body=ld + st + use)) == ""
+
+
+def test_same_schedule_refuses_what_a_second_review_found():
+    """A second review found seven more: the init sync with another guard on its fence, a second init sync (after a
+    release fence) moved, a second ``.entry`` in the file, a spare relaxed barrier at a loop head, a register declared
+    without a ``%`` in the function's body, a ``{`` on the ``.entry`` line (the depth counted one too low), a ``/* */``
+    comment hiding a barrier; and a renaming of registers no line writes. Each is refused now."""
+    load = "\tld.global.u32 \t%r3, [%rd2];\n"
+    plain = "\tfence.mbarrier_init.release.cluster;\n\tbarrier.cluster.arrive.relaxed.aligned;\n" \
+            "\tbarrier.cluster.wait.aligned;\n"
+    pre = "\tsetp.gt.u32 \t%p9, %r0, 1000;\n"
+    guarded = plain.replace("\tfence", "\t@%p9 fence")
+    assert lens.same_schedule(pre + _INIT + plain + load + _USE, pre + _INIT + guarded + load + _USE) == ""
+    assert lens.same_schedule(_INIT + plain + load + _USE, _INIT + load + plain + _USE).startswith("the same")
+    fenced = "$L__BB0_1:\n\tst.global.u32 \t[%rd1], %r2;\n\tfence.acq_rel.cluster;\n"
+    assert lens.same_schedule(_INIT + _SYNC + fenced + plain + load + _USE,
+                              _INIT + _SYNC + fenced + load + plain + _USE) == ""
+    a = ".visible .entry a()\n{\n" + _INIT + _SYNC + "\tret;\n}\n"
+    b = ".visible .entry b()\n{\n\tst.global.u32 \t[%rd1], %r2;\n\tfence.acq_rel.cluster;\n" + _INIT + "{X}" + _USE \
+        + "\tret;\n}\n"
+    assert lens.same_schedule(a + b.replace("{X}", plain + load), a + b.replace("{X}", load + plain)) == ""
+    pair = "\tbarrier.cluster.arrive.relaxed.aligned;\n\tbarrier.cluster.wait.aligned;\n"
+    loop = ".visible .entry k()\n{\n.reg .b32 %r<30>;\n$L__BB0_1:\n{PAIR}\tmov.u32 \t%r5, %tid.x;\n" \
+           "\tmov.u32 \t%r6, %clock;\n\tsetp.lt.u32 \t%p5, %r6, %r5;\n\t@%p5 bra \t$L__BB0_1;\n" + _INIT + _SYNC \
+           + _USE + "\tret;\n}\n"
+    assert lens.same_schedule(loop.replace("{PAIR}", ""), loop.replace("{PAIR}", pair)) == ""
+    body = [".visible .entry k()", "{", ".reg .pred p;", "\tsetp.ne.b32 \tp, %r1, 0;", "\t@p st.shared.b32 \t[%r2], %r3;",
+            "\tsetp.ne.b32 \tp, %r4, 0;", "\t@p st.shared.b32 \t[%r5], %r6;", "\tret;", "}"]
+    swapped = body[:3] + [body[5], body[4], body[3]] + body[6:]
+    assert lens.same_schedule("\n".join(body), "\n".join(swapped)) == ""
+    head = ".visible .entry k(\n.param .u64 k_param_0\n) {\n.reg .b32 %r<10>;\n.reg .b64 %rd<3>;\n" \
+           "ld.param.u64 %rd1, [k_param_0];\n"
+    scoped = "mov.u32 %r{0}, 1;\n{{\n.reg .b32 %r<5>;\nmov.u32 %r{0}, 5;\n}}\nst.global.u32 [%rd1], %r{0};\nret;\n}}\n"
+    assert lens.same_schedule(head + scoped.format(7), head + scoped.format(1)) == ""   # stores 5, stores 1
+    c = "\tst.shared.b32 \t[%r1], %r2;\n/* // */ {X}\n\tld.shared.b32 \t%r5, [%r3];\n"
+    assert lens.same_schedule(c.replace("{X}", "bar.sync 0;"), c.replace("{X}", "")) == ""
+    free = "\tst.shared.b32 \t[%r2], %r{0};\n\tst.shared.b32 \t[%r3], %r{1};\n"       # %r1, %r4: inputs, no writer
+    assert lens.same_schedule(free.format(1, 4), free.format(4, 1)) == ""
+    assert lens.same_schedule(_written_first(free.format(1, 4)), _written_first(free.format(4, 1))) == ""

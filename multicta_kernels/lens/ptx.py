@@ -106,7 +106,7 @@ def _blocks(ptx: str):
                 yield block
             block = []
             yield [text]
-            depth += text.count("{") - text.count("}") if text.startswith(("{", "}")) else 0
+            depth += _scope_change(text)
             continue
         block.append(text)
         parts = text.split(None, 1)
@@ -199,6 +199,8 @@ def same_schedule(kernel: str, other: str) -> str:
     ", registers renamed"; a renaming that is not one to one is no proof, and then the answer is ""."""
     validate.text(kernel, "kernel")
     validate.text(other, "other")
+    if _unfollowed(kernel) or _unfollowed(other):
+        return ""
     why = _same_schedule(kernel, other)
     if why:
         return why
@@ -256,6 +258,9 @@ def register_renaming(kernel: str, other: str):
     renaming = {o: k for c in groups[1] for o, k in zip(groups[1][c], groups[0][c])}
     if any(re.match(r"%[a-z]+", o).group(0) != re.match(r"%[a-z]+", k).group(0) for o, k in renaming.items()):
         return None                                       # colours collided across classes: no guess
+    written = [{r for ln in t for r in _destination(ln.strip())} for t in texts]
+    if any(o != k and (o not in written[1] or k not in written[0]) for o, k in renaming.items()):
+        return None                # a register no line writes holds whatever it held: its name is its meaning
     return renaming
 
 
@@ -268,8 +273,30 @@ def _scoped_registers(lines) -> bool:
         text = line.strip()
         if depth > 1 and text.startswith(".reg") and "%" in text:
             return True
-        if text.startswith(("{", "}")):
-            depth += text.count("{") - text.count("}")
+        depth += _scope_change(text)
+    return False
+
+
+def _scope_change(text: str) -> int:
+    """How a line that is no instruction (a brace, a directive such as ``.visible .entry k() {``) moves the scope
+    depth; an instruction's braces are a vector operand, not a scope."""
+    return text.count("{") - text.count("}") if _SKIP.match(text) else 0
+
+
+def _unfollowed(ptx: str) -> bool:
+    """What this reader cannot follow, so that it proves nothing about ``ptx``: a ``/* */`` comment (``code`` drops
+    only ``//`` ones) or a register declared without a ``%`` in the function's body (``.reg .pred p;``: its reads and
+    writes are invisible to the register tracking; inside an inline-asm scope each line is a block of its own)."""
+    if "/*" in ptx:
+        return True
+    depth = 0
+    for line in code(ptx).splitlines():
+        text = line.strip()
+        if depth <= 1 and text.startswith(".reg"):    # deeper, in an inline-asm scope: each line its own block
+            names = [t.strip(" ;") for t in text[4:].replace(",", " ").split() if not t.startswith(".")]
+            if any(n and not n.startswith("%") for n in names):
+                return True
+        depth += _scope_change(text)
     return False
 
 
@@ -464,7 +491,10 @@ def _barrier_rules(kernel: str, other: str, pending) -> str:
     # a relaxed cluster barrier more in other's first block of instructions, before any other cluster barrier
     first = next((k for k, x in enumerate(db) if not _SKIP.match(x[0])), None)
     straight = all(_straight_calls([ln.strip() for ln in code(t).splitlines()]) for t in (kernel, other))
-    if first is not None and straight:
+    targets = {m.group(1) for t in (kernel, other) for ln in code(t).splitlines() for m in [_BRA.search(ln)] if m}
+    labelled = first is not None and any(x[0].strip()[:-1] in targets for x in db[:first] + da[:first]
+                                         if re.match(r"^[\w$]+:$", x[0].strip()))   # a loop head: branched to
+    if first is not None and straight and not labelled:
         x = db[first]
         cluster = [i for i, t in enumerate(x) if "barrier.cluster." in t]
         spots = [i for i in range(len(x) - 1) if [_squeezed(y) for y in x[i:i + 2]] == _RELAXED_PAIR
@@ -480,12 +510,16 @@ def _barrier_rules(kernel: str, other: str, pending) -> str:
     k = differ[0]
     if not (_first_cluster_barrier(kernel) and _first_cluster_barrier(other)):
         return ""
-    sides = []
+    sides, groups = [], []
     for blocks in (da, db):
         span = _init_sync(blocks[k])
         if not span:
             return ""
         i, j = span
+        groups.append(blocks[k][i:j])
+        earlier = [t for blk in blocks[:k] for t in blk] + blocks[k][:i]
+        if any("barrier.cluster." in t or "fence.mbarrier_init" in t for t in earlier):
+            return ""                                       # not the program's first cluster barrier
         rest = blocks[k][:i] + blocks[k][j:]
         own = {r for t in blocks[k][i:j] if t.startswith(("elect.sync", "and.pred"))
                for r in _REG.findall(_first_operand(t)[0])}
@@ -498,6 +532,8 @@ def _barrier_rules(kernel: str, other: str, pending) -> str:
             if len(writers) != 1 or writers[0] not in before:
                 return ""
         sides.append((rest, sum(not _pure(t, pending) for t in blocks[k][:i])))
+    if groups[0] != groups[1]:
+        return ""                                           # the sync itself must be the kernel's (its guard too)
     (ra, pa), (rb, pb) = sides
     effects = [t for t in ra if not _pure(t, pending)]
     if _canonical(ra, pending) != _canonical(rb, pending) or effects != [t for t in rb if not _pure(t, pending)]:
