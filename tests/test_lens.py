@@ -362,7 +362,7 @@ def test_same_schedule_moves_the_init_sync_only_across_what_it_does_not_order():
     arrive instead of the relaxed one; a sync that is not the first cluster barrier or that a branch skips."""
     kernel = _INIT + _LOADS + _SYNC + _USE
     assert lens.same_schedule(kernel, _INIT + _SYNC + _LOADS + _USE).startswith(
-        "the same instructions, the init sync moved across 4 instructions")   # max.f32: arithmetic
+        "the same instructions, the init sync moved across 4 weak loads, stores, warp exchanges and CTA barriers")
     for between in ("\t@%p4 mbarrier.arrive.shared::cta.b64 _, [%r12];\n",
                     "\tld.shared::cluster.b32 \t%r13, [%r14];\n", "\tfence.proxy.async.shared::cta;\n",
                     "\t@%p4 cp.async.bulk.tensor.2d.shared::cta.global.mbarrier::complete_tx::bytes [%r15], "

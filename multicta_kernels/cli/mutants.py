@@ -332,8 +332,8 @@ def why_survived(unit: str, operator: str, site: str) -> str:
                "first cross-CTA use, Triton 3.9 fences the inits itself at that use (outside any loop here, so once; "
                "the init-fence check fails a kernel only where that use is inside a loop); lens.same_schedule proves "
                "such a move where the rest of the PTX is the kernel's up to a renaming of registers, and not where "
-               "LLVM gave a register another role (here the masked load's default value kept in another of the last "
-               "load's destination registers)")
+               "LLVM gave a register another role: the same instructions up to register names, and no one-to-one "
+               "renaming (tests/test_mutation.py checks both for the one-round kernel's bf16 configuration)")
     elif operator == "drop fence" and "fence_async_shared" in site:
         why = ("Triton 3.9's proxy-fence pass puts a fence.proxy.async before the async-proxy read itself "
                "(add_proxy_fence_insertion in make_llir): the kernel stays correct, only the fence's place in the PTX "

@@ -192,11 +192,12 @@ def same_schedule(kernel: str, other: str) -> str:
     that ``kernel`` does not have: in the PTX ISA's "Memory Consistency Model" a fence only adds to the orders an
     execution must respect, "membar/fence" and "Causality Order", so every execution ``other`` allows, ``kernel``
     allows too: slower at most); or the same instructions up to barriers that order nothing more: "a CTA barrier
-    twice in a row counted once", "the init sync moved across N instructions that touch no mbarrier and no other
-    CTA", "a relaxed cluster barrier more before any branch or wait" (:func:`_barrier_rules`, with the PTX ISA
-    sections each rests on). Where the compiler numbered the registers otherwise, each of these is tried once more on ``other`` with its virtual registers renamed one to one (:func:`register_renaming`, up to three guesses
-    in a row, each on the last one's text: a composition of one-to-one renamings is one), the answer then ending in
-    ", registers renamed"; a renaming that is not one to one is no proof, and then the answer is ""."""
+    twice in a row counted once", "the init sync moved across N weak loads, stores, warp
+    exchanges and CTA barriers", "a relaxed cluster barrier more before any branch or wait" (:func:`_barrier_rules`, with the PTX ISA
+    sections each rests on). Where the compiler numbered the registers otherwise, each of these is tried once more on
+    ``other`` with its virtual registers renamed one to one (:func:`register_renaming`, up to three guesses in a row,
+    each on the last one's text: a composition of one-to-one renamings is one), the answer then ending in ",
+    registers renamed"; a renaming that is not one to one is no proof, and then the answer is ""."""
     validate.text(kernel, "kernel")
     validate.text(other, "other")
     if _unfollowed(kernel) or _unfollowed(other):
@@ -425,7 +426,7 @@ def _init_sync(block: list) -> tuple:
 _BRA = re.compile(r"\bbra(?:\.uni)?\s+([\w$]+)\s*;")
 
 
-def _straight_calls(lines) -> bool:
+def _followable_control(lines) -> bool:
     """Whether ``lines`` (a function's code) hold no call, no indirect branch, no ``.func`` and no branch this reader
     cannot follow: then the cluster barriers it sees are all the program's, and its first block is the entry's."""
     for t in lines:
@@ -443,7 +444,7 @@ def _first_cluster_barrier(ptx: str) -> bool:
     and no ``.func``: then it is every thread's first cluster barrier, and a wait pairs with the arrivals of its
     phase ("barrier.cluster"), so every arrival it pairs with is this relaxed one."""
     lines = [ln.strip() for ln in code(ptx).splitlines()]
-    if not _straight_calls(lines):
+    if not _followable_control(lines):
         return False
     at = next((i for i, t in enumerate(lines) if "barrier.cluster." in t or "fence.mbarrier_init" in t), None)
     if at is None or _init_sync(lines[at:at + 3]) != (0, 3):
@@ -490,7 +491,7 @@ def _barrier_rules(kernel: str, other: str, pending) -> str:
         return said("")
     # a relaxed cluster barrier more in other's first block of instructions, before any other cluster barrier
     first = next((k for k, x in enumerate(db) if not _SKIP.match(x[0])), None)
-    straight = all(_straight_calls([ln.strip() for ln in code(t).splitlines()]) for t in (kernel, other))
+    straight = all(_followable_control([ln.strip() for ln in code(t).splitlines()]) for t in (kernel, other))
     targets = {m.group(1) for t in (kernel, other) for ln in code(t).splitlines() for m in [_BRA.search(ln)] if m}
     labelled = first is not None and any(x[0].strip()[:-1] in targets for x in db[:first] + da[:first]
                                          if re.match(r"^[\w$]+:$", x[0].strip()))   # a loop head: branched to
@@ -517,8 +518,8 @@ def _barrier_rules(kernel: str, other: str, pending) -> str:
             return ""
         i, j = span
         groups.append(blocks[k][i:j])
-        earlier = [t for blk in blocks[:k] for t in blk] + blocks[k][:i]
-        if any("barrier.cluster." in t or "fence.mbarrier_init" in t for t in earlier):
+        before = [t for blk in blocks[:k] for t in blk] + blocks[k][:i]
+        if any("barrier.cluster." in t or "fence.mbarrier_init" in t for t in before):
             return ""                                       # not the program's first cluster barrier
         rest = blocks[k][:i] + blocks[k][j:]
         own = {r for t in blocks[k][i:j] if t.startswith(("elect.sync", "and.pred"))
@@ -526,7 +527,6 @@ def _barrier_rules(kernel: str, other: str, pending) -> str:
         elsewhere = [t for n, blk in enumerate(blocks) for t in (rest if n == k else blk)]
         if own & set(_REG.findall(" ".join(elsewhere))):
             return ""                                       # the sync's predicate read elsewhere: not its own
-        before = [t for blk in blocks[:k] for t in blk] + blocks[k][:i]
         for r in set(_REG.findall(" ".join(blocks[k][i:j]))) - own:    # what the sync reads: one writer, before it
             writers = [t for t in elsewhere if r in _destination(t)]
             if len(writers) != 1 or writers[0] not in before:
@@ -541,7 +541,7 @@ def _barrier_rules(kernel: str, other: str, pending) -> str:
     lo, hi = sorted((pa, pb))
     if not all(_crossable(t, pending) for t in effects[lo:hi]):
         return ""
-    return said(f"the init sync moved across {hi - lo} instructions that touch no mbarrier and no other CTA")
+    return said(f"the init sync moved across {hi - lo} weak loads, stores, warp exchanges and CTA barriers")
 
 
 def _warp_op(text: str) -> bool:
