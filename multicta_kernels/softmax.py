@@ -20,13 +20,14 @@ from dataclasses import dataclass, field, replace
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia import hopper
-from triton.experimental.gluon.language.nvidia.hopper import mbarrier
+from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma
 
 from . import lens
 from .core import validate
 from .core.dtypes import DTYPES, dtype_name
 from .core.hardware import CLUSTERS, CUDA, MAX_CLUSTER_CTAS, check_cluster_size, check_on_gpu, log2, require
 from .gluon.convert import to_fp32
+from .gluon.operands import descriptor_type
 from .gluon.scope import scope
 from .gluon.sync import acquire_wait, sync_inits
 
@@ -44,8 +45,9 @@ MAX_N = MAX_CLUSTER_CTAS * MAX_WARPS * 32 * MAX_VALUES_PER_THREAD  # 1048576 col
 
 # How the fused kernel merges the CTAs' (max, sum) pairs: gl.reduce across the CTAs (softmax_kernel), one round of
 # st.async into every CTA (softmax_one_round_kernel), or that round in persistent clusters that load the next
-# block meanwhile (softmax_pipelined_kernel).
-EXCHANGES = ("compiler", "one_round", "pipelined")
+# block meanwhile (softmax_pipelined_kernel), or with the next row staged in shared memory by TMA
+# (softmax_staged_kernel).
+EXCHANGES = ("compiler", "one_round", "pipelined", "staged")
 
 
 @gluon.jit
@@ -170,6 +172,22 @@ def softmax_one_round_kernel(x_ptr, out_ptr, M, n_div, x_stride_div, out_stride_
 
 
 @gluon.jit
+def _merged(ms, ss):
+    # Every source's (max, sum) pair of each row ([rows, sources]) merged: the row's max and sum of exp(x - max).
+    m = gl.max(ms, axis=1)
+    return m, gl.sum(gl.where(ms == m[:, None], ss, ss * gl.exp2((ms - m[:, None]) * LOG2E)), axis=1)
+
+
+@gluon.jit
+def _normalised(e, m_cta, m, s, layout: gl.constexpr):
+    # This CTA's exp(x - m_cta) scaled to the row's (max m, sum s): times exp(m_cta - m) / s, 0 for a slice of -inf.
+    m = gl.convert_layout(m, gl.SliceLayout(1, gl.SliceLayout(2, layout)))    # every CTA holds every row
+    s = gl.convert_layout(s, gl.SliceLayout(1, gl.SliceLayout(2, layout)))
+    scale = gl.exp2((m_cta - m[:, None]) * LOG2E) / s[:, None]
+    return e * scale[:, :, None]
+
+
+@gluon.jit
 def _pipelined_row(x_raw, rows, nxt, cols, col_ok, M, x_ptr, out_ptr, x_stride, out_stride, m_all, s_all, landed,
                    parity, layout: gl.constexpr, parts: gl.constexpr, mine_smem: gl.constexpr,
                    everyone: gl.constexpr, INSTRUMENT: gl.constexpr):
@@ -190,15 +208,10 @@ def _pipelined_row(x_raw, rows, nxt, cols, col_ok, M, x_ptr, out_ptr, x_stride, 
         hopper.async_store(m_all, _to_every_cta(m_cta, parts), landed)
         hopper.async_store(s_all, _to_every_cta(s_cta, parts), landed)
         acquire_wait(landed, parity)
-        ms = m_all.reinterpret(gl.float32, [BLOCK_M, CTAS], mine_smem).load(everyone)
-        ss = s_all.reinterpret(gl.float32, [BLOCK_M, CTAS], mine_smem).load(everyone)
-        m = gl.max(ms, axis=1)
-        s = gl.sum(gl.where(ms == m[:, None], ss, ss * gl.exp2((ms - m[:, None]) * LOG2E)), axis=1)
+        m, s = _merged(m_all.reinterpret(gl.float32, [BLOCK_M, CTAS], mine_smem).load(everyone),
+                       s_all.reinterpret(gl.float32, [BLOCK_M, CTAS], mine_smem).load(everyone))
     with scope("store", INSTRUMENT):
-        m = gl.convert_layout(m, gl.SliceLayout(1, gl.SliceLayout(2, layout)))
-        s = gl.convert_layout(s, gl.SliceLayout(1, gl.SliceLayout(2, layout)))
-        scale = gl.exp2((m_cta - m[:, None]) * LOG2E) / s[:, None]
-        y = e * scale[:, :, None]
+        y = _normalised(e, m_cta, m, s, layout)
         gl.store(out_ptr + rows.to(gl.int64) * out_stride + cols, y.to(out_ptr.dtype.element_ty),
                  mask=(rows < M) & col_ok)
     return x_next
@@ -245,6 +258,70 @@ def softmax_pipelined_kernel(x_ptr, out_ptr, M, n_div, x_stride_div, out_stride_
                                everyone, INSTRUMENT)
         parity ^= 1
     gl.barrier()                                            # every warp is past its last wait before the inval
+    mbarrier.invalidate(landed.index(0))
+    mbarrier.invalidate(landed.index(1))
+
+
+@gluon.jit
+def softmax_staged_kernel(x_desc, out_ptr, M, n_div, out_stride_div, BLOCK_N: gl.constexpr, ALIGN: gl.constexpr,
+                          layout: gl.constexpr, parts: gl.constexpr, parts_smem: gl.constexpr,
+                          mine_smem: gl.constexpr, everyone: gl.constexpr, stage_view: gl.constexpr,
+                          INSTRUMENT: gl.constexpr = False):
+    # The pipelined kernel with the next row staged in shared memory by TMA instead of registers: a cluster walks
+    # rows pid, pid + P, ...; one row (fp32) sits in registers while the next lands in each CTA's slice of `stage`.
+    # One row per program (BLOCK_N == N); x_desc views x as [M, CTAS, PER_CTA // 256, 256] (a TMA box is at most
+    # 256 a side), split over the CTAs along axis 1.
+    CTAS: gl.constexpr = gl.num_ctas()
+    PER_CTA: gl.constexpr = BLOCK_N // CTAS
+    N = n_div * ALIGN
+    out_stride = gl.to_tensor(out_stride_div).to(gl.int64) * ALIGN      # 64-bit: row * out_stride may pass 2**31
+    cta = gl.arange(0, CTAS, gl.SliceLayout(0, gl.SliceLayout(2, layout)))
+    j = gl.arange(0, PER_CTA, gl.SliceLayout(0, gl.SliceLayout(1, layout)))
+    cols = cta[None, :, None] * PER_CTA + j[None, None, :]
+    col_ok = cols < N
+    step = gl.num_programs(0)
+
+    stage = gl.allocate_shared_memory(x_desc.dtype, x_desc.block_shape, x_desc.layout)
+    row_view = stage.reinterpret(x_desc.dtype, [1, CTAS, PER_CTA], stage_view)     # the same bytes, as the tile
+    m_all = gl.allocate_shared_memory(gl.float32, [2, CTAS, 1, CTAS], parts_smem)   # two exchange slots, in turn
+    s_all = gl.allocate_shared_memory(gl.float32, [2, CTAS, 1, CTAS], parts_smem)
+    ready = mbarrier.allocate_mbarrier()                   # this CTA's slice of the staged row has landed
+    landed = mbarrier.allocate_mbarrier(batch=2)           # every source's pair of this row, per slot
+    mbarrier.init(ready, count=1)
+    mbarrier.init(landed.index(0), count=1)
+    mbarrier.init(landed.index(1), count=1)
+    sync_inits()                                           # peers store into `landed`: their inits, cluster-wide
+    mbarrier.expect(ready, x_desc.nbytes_per_cta)
+    tma.async_load(x_desc, [gl.program_id(0), 0, 0, 0], ready, stage)
+    i = 0
+    for row in range(gl.program_id(0), M, step):
+        with scope("load", INSTRUMENT):
+            mbarrier.wait(ready, i & 1)                    # row i's bytes, TMA-completed on my barrier
+            x = row_view.load(layout)
+            gl.barrier()                                   # every warp has read the stage (and slot (i - 1) % 2)
+            if row + step < M:                             # the next row's TMA: in flight from here on
+                mbarrier.expect(ready, x_desc.nbytes_per_cta)
+                tma.async_load(x_desc, [row + step, 0, 0, 0], ready, stage)
+        with scope("local", INSTRUMENT):
+            x = gl.where(col_ok, to_fp32(x), -float("inf"))
+            m_cta = gl.max(x, axis=2)
+            m_safe = gl.where(m_cta == -float("inf"), 0.0, m_cta)
+            e = gl.exp2((x - m_safe[:, :, None]) * LOG2E)
+            s_cta = gl.sum(e, axis=2)
+        with scope("exchange", INSTRUMENT):
+            slot = i & 1                                   # a peer refills it at row i + 2, once it has my
+            mbarrier.expect(landed.index(slot), 2 * CTAS * 4)   # pairs of row i + 1: sent past that row's barrier
+            hopper.async_store(m_all.index(slot), _to_every_cta(m_cta, parts), landed.index(slot))
+            hopper.async_store(s_all.index(slot), _to_every_cta(s_cta, parts), landed.index(slot))
+            acquire_wait(landed.index(slot), (i >> 1) & 1)
+            m, s = _merged(m_all.index(slot).reinterpret(gl.float32, [1, CTAS], mine_smem).load(everyone),
+                           s_all.index(slot).reinterpret(gl.float32, [1, CTAS], mine_smem).load(everyone))
+        with scope("store", INSTRUMENT):
+            y = _normalised(e, m_cta, m, s, layout)
+            gl.store(out_ptr + row * out_stride + cols, y.to(out_ptr.dtype.element_ty), mask=col_ok)
+        i += 1
+    gl.barrier()                                           # every warp is past its last wait before the inval
+    mbarrier.invalidate(ready)
     mbarrier.invalidate(landed.index(0))
     mbarrier.invalidate(landed.index(1))
 
@@ -328,12 +405,23 @@ class SoftmaxConfig:
             everyone=gl.BlockedLayout([1, self.num_ctas], [32, 1], [self.num_warps, 1], [1, 0],
                                       cga_layout=[[0, 0] for _ in bits]))
 
+    def stage_layouts(self) -> dict:
+        """The layouts of ``softmax_staged_kernel``'s staged row: ``stage`` the TMA box (x viewed as
+        [M, CTAS, PER_CTA // 256, 256], one CTA per index of axis 1, unswizzled) and ``stage_view`` the same bytes as
+        the tile [1, CTAS, PER_CTA] (split by CTA), what the kernel loads into ``layout``."""
+        bits = range(log2(self.num_ctas))
+        return dict(stage=gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=8 * DTYPES[self.dtype].bytes,
+                                               rank=4, cga_layout=[[0, 1 << i, 0, 0] for i in bits]),
+                    stage_view=gl.SwizzledSharedLayout(1, 1, 1, [2, 1, 0], cga_layout=[[0, 1 << i, 0] for i in bits]))
+
     def explain(self) -> str:
         head = (f"N={self.N} {self.dtype}: {self.num_ctas} CTA(s) x {self.num_warps} warp(s), "
                 f"{self.block_m} row(s) of {self.block_n} per program, {self.vec}-wide vectors, "
                 f"{self.values_per_thread} values per thread"
                 + (", pipelined (persistent clusters, the next block's loads in flight)"
-                   if self.exchange == "pipelined" else ""))
+                   if self.exchange == "pipelined" else "")
+                + (", staged (persistent clusters, the next row's TMA load into shared memory in flight)"
+                   if self.exchange == "staged" else ""))
         return "\n".join([head] + [f"  - {r}" for r in self.reasons])
 
 
@@ -382,6 +470,8 @@ def make_config(N: int, num_ctas: int = 1, num_warps: int = 4, block_m: int = 1,
             f"{MAX_VALUES_PER_THREAD}); use more CTAs or warps, or fewer rows per program")
     if exchange == "pipelined":
         check_pipelined(cfg)
+    if exchange == "staged":
+        check_staged(cfg)
     return cfg
 
 
@@ -417,13 +507,42 @@ def check_pipelined(cfg: SoftmaxConfig) -> None:
             "or warps, or exchange='one_round'")
 
 
+# The staged kernel keeps a CTA's slice of the next row in shared memory: a power of two of at most this many bytes (the
+# next, 256 KiB, is more than the 227 KiB a CTA can have). A 16-warp CTA has 128 registers a thread: 64 values at most.
+STAGED_MAX_BYTES = 128 * 1024
+STAGED_MIN_PER_CTA = 256         # one TMA box row: x is viewed as [M, CTAS, PER_CTA // 256, 256]
+
+
+def check_staged(cfg: SoftmaxConfig) -> None:
+    """Refuse a configuration the staged kernel cannot run (or would spill), with what to change."""
+    if cfg.num_ctas < 2:
+        raise ValueError("exchange='staged' needs a cluster of 2 or more CTAs (it stores into peers' shared memory); "
+                         "one CTA needs no exchange: use exchange='one_round'")
+    if cfg.N != cfg.block_n:
+        raise ValueError(f"exchange='staged' takes rows whose width is a power of two (its TMA box is the whole "
+                         f"row), got N={cfg.N}; use exchange='one_round' or 'pipelined'")
+    per_cta = cfg.block_n // cfg.num_ctas
+    if cfg.block_m != 1 or per_cta < STAGED_MIN_PER_CTA:
+        raise ValueError(f"exchange='staged' takes one row per program and at least {STAGED_MIN_PER_CTA} columns per "
+                         f"CTA, got {cfg.block_m} row(s) of {cfg.block_n} over {cfg.num_ctas} CTAs x "
+                         f"{cfg.num_warps} warps; use fewer CTAs or warps")
+    nbytes = per_cta * DTYPES[cfg.dtype].bytes
+    if nbytes > STAGED_MAX_BYTES:
+        raise ValueError(f"exchange='staged' stages {nbytes // 1024} KiB of the row per CTA, more than "
+                         f"{STAGED_MAX_BYTES // 1024} KiB; use more CTAs")
+    if cfg.num_warps == MAX_WARPS and cfg.values_per_thread > 64:
+        raise ValueError(f"exchange='staged' with {MAX_WARPS} warps has 128 registers a thread: "
+                         f"{cfg.values_per_thread} values per thread would spill (at most 64); use fewer warps")
+
+
 # When no sweep was recorded for a width: fitted to the sweeps recorded on an H200.
 ONE_CTA_MAX_N = 32768        # up to here one CTA holds a row: no cluster traffic at all
 VALUES_PER_THREAD = 16       # short rows: ~16 values per thread, extra warps stack rows
 WIDE_VALUES = 128            # wide rows: 4 warps per CTA, 128 values per thread, as few CTAs as that allows
 
 
-SWEEPS = ("softmax_sweep.json", "softmax_sweep_wide.json", "softmax_sweep_half.json")   # recorded in results/<gpu>/
+SWEEPS = ("softmax_sweep.json", "softmax_sweep_wide.json", "softmax_sweep_half.json",  # recorded in results/<gpu>/
+          "softmax_sweep_staged.json")
 SWEEPS_DATA = "softmax_sweeps.json"      # ... as package data (multicta_kernels/data/), written by tools/update_data.py
 
 
@@ -443,28 +562,41 @@ def recorded_sweeps(gpu_folder: str = "h200") -> tuple:
 
 
 def recorded_best(N: int, gpu_folder: str = "h200", dtype: str = "float32"):
-    """The best measured (CTAs, warps, rows per program) for rows as wide as ``N`` (the same power of
-    two: the same tile) in ``dtype``, its fraction of copy bandwidth, the runner-up and how many were measured;
-    None if nothing was recorded for that width and dtype."""
+    """The best measured (CTAs, warps, rows per program, exchange) for rows of ``N`` in ``dtype``, its fraction of copy
+    bandwidth, the runner-up and how many were measured; None if nothing was recorded for that tile and dtype. Each
+    configuration counts with its measurement on rows of exactly ``N`` where the sweeps made one, else on rows of the
+    same power of two (the same tile: rows of 3000 and 4096 share one, not their best configuration)."""
     validate.count(N, "N", high=1 << 31)
     validate.dtype(dtype)
     recs, meta = recorded_sweeps(gpu_folder)
     same = [r for r in recs if _pow2(r["N"]) == _pow2(N) and r["values_per_thread"] <= MAX_VALUES_PER_THREAD
             and r.get("dtype", "float32") == dtype]
-    best_of = {}                             # one entry per configuration: its best measurement
-    for r in sorted(same, key=lambda r: -r["fraction_of_copy"]):
-        best_of.setdefault((r["num_ctas"], r["num_warps"], r["block_m"], r.get("exchange") or "one_round"), r)
-    rows = list(best_of.values())
+    best_of = {}              # one entry per configuration that runs rows of N: its best measurement on rows of N
+    for r in sorted(same, key=lambda r: (r["N"] != N, -r["fraction_of_copy"])):    # if any, else on the same tile
+        cfg = (r["num_ctas"], r["num_warps"], r["block_m"], r.get("exchange") or "one_round")
+        if cfg not in best_of and _runs(N, dtype, cfg):
+            best_of[cfg] = r
+    rows = sorted(best_of.values(), key=lambda r: -r["fraction_of_copy"])
     if not rows:
         return None
     return {"best": rows[0], "runner_up": rows[1] if len(rows) > 1 else None, "measured": len(rows),
             "rows_of": rows[0]["N"], "gpu": meta["gpu"], "date": rows[0].get("date", meta["date"])}
 
 
+def _runs(N, dtype, cfg) -> bool:
+    """Whether make_config accepts (CTAs, warps, rows, exchange) for rows of N (the staged kernel needs a power of
+    two: its records at 262144 say nothing of rows of 200000)."""
+    try:
+        make_config(N, *cfg[:3], dtype, exchange=cfg[3])
+    except ValueError:
+        return False
+    return True
+
+
 def _cfg_text(r) -> str:
-    pipelined = r.get("exchange") == "pipelined"
+    extra = {"pipelined": " with the pipelined exchange", "staged": " with the next row staged by TMA"}
     return (f"{r['num_ctas']} CTA(s) x {r['num_warps']} warp(s) x {r['block_m']} row(s)"
-            + (" with the pipelined exchange" if pipelined else ""))
+            + extra.get(r.get("exchange"), ""))
 
 
 def pick_config(N: int, dtype: str = "float32") -> SoftmaxConfig:
@@ -499,6 +631,9 @@ def pick_config(N: int, dtype: str = "float32") -> SoftmaxConfig:
         if exchange == "pipelined":
             reasons.append("pipelined: as many clusters as fit on the GPU at once walk the row blocks, each loading "
                            "its next block while it exchanges and stores this one")
+        if exchange == "staged":
+            reasons.append("staged: as many clusters as fit on the GPU at once walk the rows, each CTA's TMA loading "
+                           "its slice of the next row into shared memory while it exchanges and stores this one")
         return make_config(N, b["num_ctas"], b["num_warps"], b["block_m"], dtype, reasons, exchange)
     if block_n <= ONE_CTA_MAX_N:
         num_warps = min(MAX_WARPS, max(1, block_n // (32 * VALUES_PER_THREAD)))
@@ -588,6 +723,8 @@ def multicta_softmax(x, out=None, *, config: SoftmaxConfig | None = None, two_pa
         exchange = "compiler" if kernel is not None else config.exchange
     if exchange == "pipelined" and not two_pass:
         check_pipelined(config)
+    if exchange == "staged" and not two_pass:
+        _check_staged_input(x, config)
     require(CLUSTERS, "multicta_softmax")
     check_on_gpu(x, "x")
     if M == 0 or N == 0:
@@ -604,6 +741,9 @@ def multicta_softmax(x, out=None, *, config: SoftmaxConfig | None = None, two_pa
     meta = dict(BLOCK_M=config.block_m, BLOCK_N=config.block_n, ALIGN=align, **extra, num_warps=config.num_warps,
                 num_ctas=config.num_ctas)
     blocks = math.ceil(M / config.block_m)
+    if exchange == "staged" and not two_pass:              # persistent, the next row staged by TMA
+        kernel, args, meta = staged_launch(x, out, config, align, instrument)
+        blocks = min(M, resident_programs(kernel, args, meta, config))
     if kernel is softmax_pipelined_kernel:                 # persistent: the clusters that fit at once, no more
         blocks = min(blocks, resident_programs(kernel, args, meta, config))
         reach = (2 * blocks + 1) * config.block_m               # past M, the loop's last rows + 2 * step
@@ -612,6 +752,37 @@ def multicta_softmax(x, out=None, *, config: SoftmaxConfig | None = None, two_pa
                              "2**31; use exchange='one_round'")
     kernel[(blocks,)](*args, **meta)
     return out
+
+
+def _check_staged_input(x, config: SoftmaxConfig) -> None:
+    """What the staged kernel's TMA descriptor needs of x, refused before any hardware is touched."""
+    check_staged(config)
+    M, N = x.shape
+    if N != config.block_n:
+        raise ValueError(f"exchange='staged' was configured for rows of {config.block_n}, got N={N}; build the "
+                         f"configuration with make_config({N}, ..., exchange='staged') (N a power of two)")
+    if (M > 1 and x.stride(0) * x.element_size() % 16) or x.data_ptr() % 16:
+        raise ValueError(f"exchange='staged' reads x by TMA: its rows must start on 16-byte boundaries (x.stride(0) = "
+                         f"{x.stride(0)} elements of {x.element_size()} bytes); pass x.contiguous() or use "
+                         "exchange='one_round'")
+    # Its 32-bit row + step (step: the clusters resident at once) cannot pass 2**31: that needs M near 2**31 rows of
+    # at least 512 columns, terabytes.
+
+
+def staged_launch(x, out, config: SoftmaxConfig, align: int, instrument: bool):
+    """(kernel, args, meta) of softmax_staged_kernel for x: a TMA descriptor viewing x as
+    [M, CTAS, PER_CTA // 256, 256], whose box is one row (each CTA its slice)."""
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+    M, N = x.shape
+    c, per = config.num_ctas, N // config.num_ctas
+    lay = config.stage_layouts()
+    desc = TensorDescriptor(x, [M, c, per // 256, 256], [x.stride(0) if M > 1 else N, per, 256, 1],
+                            [1, c, per // 256, 256], lay["stage"])
+    args = (desc, out, M, N // align, out.stride(0) // align)
+    meta = dict(BLOCK_N=config.block_n, ALIGN=align, layout=config.layout, **config.exchange_layouts(),
+                stage_view=lay["stage_view"], INSTRUMENT=instrument, num_warps=config.num_warps,
+                num_ctas=config.num_ctas)
+    return softmax_staged_kernel, args, meta
 
 
 _RESIDENT = {}
@@ -718,6 +889,29 @@ def softmax_pipelined_spec(num_ctas: int = 2, N: int | None = None, num_warps: i
     c, o = spec.constexprs, spec.options
     check_pipelined(make_config(c["BLOCK_N"], num_ctas, o["num_warps"], c["BLOCK_M"], dtype))
     return spec
+
+
+_EXPECT_STAGED = ("cp.async.bulk.tensor.4d", "st.global.v4", "shfl.sync.bfly", "ex2.approx") + _EXPECT_ONE_ROUND
+
+
+def softmax_staged_spec(num_ctas: int = 2, N: int | None = None, num_warps: int = 4, dtype: str = "float32",
+                        instrument: bool = False) -> lens.KernelSpec:
+    """The staged softmax (persistent clusters, the next row's TMA load into shared memory in flight), for clusters
+    of 2 or more (default row: 16384 columns per CTA)."""
+    check_cluster_size(num_ctas, low=2)
+    N = 16384 * num_ctas if N is None else validate.count(N, "N", high=1 << 31)
+    validate.boolean(instrument, "instrument")
+    cfg = make_config(N, num_ctas, num_warps, 1, dtype, exchange="staged")
+    lay, extra = cfg.stage_layouts(), cfg.exchange_layouts()
+    per = cfg.block_n // num_ctas
+    sig = {"x_desc": descriptor_type(DTYPES[dtype].gl, [1, num_ctas, per // 256, 256], lay["stage"]),
+           "out_ptr": f"*{DTYPES[dtype].short}", "M": "i32", "n_div": "i32", "out_stride_div": "i32",
+           **{k: "constexpr" for k in ("BLOCK_N", "ALIGN", "layout", *extra, "stage_view", "INSTRUMENT")}}
+    return lens.KernelSpec(
+        name="softmax_staged", fn=softmax_staged_kernel, signature=sig,
+        constexprs={"BLOCK_N": cfg.block_n, "ALIGN": cfg.vec, "layout": cfg.layout, **extra,
+                    "stage_view": lay["stage_view"], "INSTRUMENT": instrument},
+        options={"num_warps": num_warps, "num_ctas": num_ctas}, expect=_EXPECT_STAGED, divisible=("out_ptr",))
 
 
 def softmax_two_pass_spec(num_ctas: int = 1, N: int | None = None, num_warps: int | None = None,

@@ -11,7 +11,7 @@ from ..core.occupancy import max_clusters, resident_clusters_known
 from ..measure import ceilings, timing
 from ..softmax import (EXCHANGE_SHAPES, MAX_VALUES_PER_THREAD, ODD_SHAPES, ONE_CTA_MAX_N, TUTORIAL_SHAPES, WIDE_SHAPES,
                        alignment, candidates, make_config, multicta_softmax, online_softmax, pick_config, softmax_kernel,
-                       softmax_pipelined_kernel, upstream_design, upstream_design_configs)
+                       softmax_pipelined_kernel, staged_launch, upstream_design, upstream_design_configs)
 
 
 def _measure(x, out, cfg, two_pass=False):
@@ -27,13 +27,14 @@ def _measure(x, out, cfg, two_pass=False):
 
 
 def sweep(quick: bool = False, log=print, shapes=None, space=None, dtypes=("float32",),
-          exchanges=("one_round",)) -> dict:
+          exchanges=("one_round",), copy=None) -> dict:
     """Time every candidate configuration on every benchmark shape, in each of ``dtypes`` and with each of
     ``exchanges`` that the configuration can run (the pipelined kernel needs a cluster and registers for two
-    blocks); ``space`` narrows :func:`candidates` (keyword arguments)."""
+    blocks); ``space`` narrows :func:`candidates` (keyword arguments); ``copy``: the copy ceiling (GB/s) already
+    measured in this run, else measured here."""
     import torch
     require(CLUSTERS, "the softmax sweep")
-    copy = ceilings.copy_ceiling_gbps()
+    copy = copy or ceilings.copy_ceiling_gbps()
     log(f"[softmax-sweep] copy ceiling {copy:.0f} GB/s")
     shapes = shapes or (TUTORIAL_SHAPES + ODD_SHAPES)[:: 4 if quick else 1]
     rows = []
@@ -95,6 +96,29 @@ def sweep_half(quick: bool = False, log=print) -> dict:
     result = sweep(log=log, shapes=HALF_SHAPES[:1] if quick else HALF_SHAPES, space=WIDE_SPACE,
                    dtypes=("float16", "bfloat16"), exchanges=("one_round", "pipelined"))
     result["method"]["space"] = f"candidates(N, dtype, **{WIDE_SPACE})"
+    return result
+
+
+STAGED_SHAPES = WIDE_SHAPES + [(4096, 524288)]    # the staged kernel's power-of-two widths, fp32 and half types
+ONE_CTA_SHAPES = [(32768, 2048), (32768, 4096), (32768, 32768)]   # every one-CTA candidate at these widths
+ONE_CTA_SPACE = dict(max_ctas=1, min_values=16)
+
+
+def sweep_staged(quick: bool = False, log=print) -> dict:
+    """The sweep of the staged exchange (the next row staged in shared memory by TMA) on STAGED_SHAPES in every dtype,
+    and of every one-CTA candidate on ONE_CTA_SHAPES in fp32 (the widths where the picker had measured rows of
+    another width, or one configuration only): what the picker adds to the earlier sweeps."""
+    shapes = STAGED_SHAPES[-1:] if quick else STAGED_SHAPES
+    result = sweep(log=log, shapes=shapes, space=WIDE_SPACE, dtypes=("float32", "float16", "bfloat16"),
+                   exchanges=("staged",))
+    one = sweep(log=log, shapes=ONE_CTA_SHAPES[-1:] if quick else ONE_CTA_SHAPES, space=ONE_CTA_SPACE,
+                copy=result["ceilings"]["copy_gbps"])
+    result["rows"] += one["rows"]
+    result["method"]["dtype"] = "float32, float16, bfloat16 (one CTA: float32)"
+    result["method"]["exchange"] = "staged (one CTA: no exchange)"
+    result["method"]["space"] = (f"staged: candidates(N, dtype, **{WIDE_SPACE}) that check_staged allows, on "
+                                 f"{[n for _, n in shapes]}; one CTA: candidates(N, **{ONE_CTA_SPACE}) on "
+                                 f"{[n for _, n in ONE_CTA_SHAPES]}")
     return result
 
 
@@ -239,12 +263,16 @@ def _resident_clusters(x, out, cfg, max_clusters) -> int:
     """How many clusters of the picked kernel the GPU holds at once (the occupancy calculator)."""
     M, N = x.shape
     align = alignment(N, x, out, cfg.vec)
-    pipelined = cfg.exchange == "pipelined"
-    kernel = softmax_pipelined_kernel if pipelined else softmax_kernel
-    extra = cfg.exchange_layouts() if pipelined else {}
-    compiled = kernel.warmup(x, out, M, N // align, x.stride(0) // align, out.stride(0) // align,
-                             BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, ALIGN=align, layout=cfg.layout, **extra,
-                             INSTRUMENT=False, grid=(1,), num_warps=cfg.num_warps, num_ctas=cfg.num_ctas)
+    if cfg.exchange == "staged":
+        kernel, args, meta = staged_launch(x, out, cfg, align, False)
+        compiled = kernel.warmup(*args, **meta, grid=(1,))
+    else:
+        pipelined = cfg.exchange == "pipelined"
+        kernel = softmax_pipelined_kernel if pipelined else softmax_kernel
+        extra = cfg.exchange_layouts() if pipelined else {}
+        compiled = kernel.warmup(x, out, M, N // align, x.stride(0) // align, out.stride(0) // align,
+                                 BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, ALIGN=align, layout=cfg.layout, **extra,
+                                 INSTRUMENT=False, grid=(1,), num_warps=cfg.num_warps, num_ctas=cfg.num_ctas)
     if not resident_clusters_known(cfg.num_warps, compiled.metadata.shared):
         return None                          # Triton's binding assumes 4 warps: its answer would be wrong
     return max_clusters(compiled, cfg.num_ctas)

@@ -28,6 +28,7 @@ BENCHMARKS = {
     "softmax-sweep": softmax.sweep,
     "softmax-sweep-wide": softmax.sweep_wide,
     "softmax-sweep-half": softmax.sweep_half,
+    "softmax-sweep-staged": softmax.sweep_staged,
     "softmax-exchange": softmax.exchange_benchmark,
     "barriers": barriers.benchmark,
     "device": foundations.device_properties,

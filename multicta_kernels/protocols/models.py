@@ -153,6 +153,50 @@ def softmax_pipelined(num_ctas: int = 2, turns: int = 2, slots: int = 2) -> Prot
     return p
 
 
+def softmax_staged(num_ctas: int = 2, rows: int = 3, slots: int = 2) -> Protocol:
+    """Chapter 1, ``softmax_staged_kernel``: one program (cluster) walking ``rows`` rows. Each CTA's slice of row ``r``
+    lands by TMA in its own ``stage`` (bytes counted on its own ``ready``, phase ``r``); the CTA reads it, then, if a
+    row follows, expects and loads that one into the same buffer; row ``r``'s pairs go through exchange slot
+    ``r % 2`` (barrier ``landed[r % 2]``, phase ``r // 2``, the parity flipping every second row). Each CTA is one
+    thread here: the kernel's ``gl.barrier()`` after the stage read is what puts every warp's reads (of the stage
+    and of the other slot) before the next TMA and the pairs it sends. The kernel indexes the slot at run time: one
+    code site for both slots. ``slots=1`` is the bug of one exchange slot for every row (as the pipelined kernel's)."""
+    if slots not in (1, 2):
+        raise ValueError(f"slots must be 1 (the bug) or 2 (the kernel), got {slots!r}")
+    validate.count(rows, "rows", high=32)
+    spec = ch1.softmax_staged_spec(num_ctas)
+    stage = spec.constexprs["BLOCK_N"] // num_ctas * 4                      # fp32: this CTA's slice of a row
+    part = 4                                                                 # one fp32 per source
+    p = Protocol(f"staged softmax, {num_ctas} CTAs, {rows} row(s)" + ("" if slots == 2 else ", one slot"), num_ctas,
+                 ("softmax_staged", {"num_ctas": num_ctas}, "sm_90a"), compiler_cluster_barriers=1)
+    p.runtime = {"M": rows, "n_div": 1}                    # one program: every row is its own
+    ready = p.barrier("ready")
+    landed = p.barrier("landed", 2)
+    for c in range(num_ctas):
+        t = p.thread(c, "main")
+        t.expect(ready, stage, 0, site="expect the first row")
+        t.tma_load(ready, [("stage", 0, 1, [], stage)], 0, site="tma_load the first row")
+        for r in range(rows):
+            slot, lap = (r % 2, r // 2) if slots == 2 else (0, r)
+            t.wait(ready, r, parity=r & 1, site="wait ready")
+            t.read("stage", 0, r + 1, site="read stage")
+            if r + 1 < rows:
+                t.expect(ready, stage, r + 1, site="expect ready")
+                t.tma_load(ready, [("stage", 0, r + 2, [], stage)], r + 1, site="tma_load stage")
+            m_buf, s_buf = f"m_all[{slot}]", f"s_all[{slot}]"
+            t.expect(landed[slot], 2 * part * num_ctas, lap, site="expect landed[slot]")
+            t.st_async(landed[slot], m_buf, c, lap + 1, part, range(num_ctas), lap, site="st_async m_all[slot]")
+            t.st_async(landed[slot], s_buf, c, lap + 1, part, range(num_ctas), lap, site="st_async s_all[slot]")
+            t.wait(landed[slot], lap, parity=lap & 1, site="wait landed[slot]")
+            for s in range(num_ctas):
+                t.read(m_buf, s, lap + 1, site=f"read {m_buf}[{s}]")
+                t.read(s_buf, s, lap + 1, site=f"read {s_buf}[{s}]")
+        t.invalidate(ready, site="invalidate ready")
+        t.invalidate(landed[0], site="invalidate landed[0]")
+        t.invalidate(landed[1], site="invalidate landed[1]")
+    return p
+
+
 # ------------------------------------------------------------------ chapters 2 to 6
 
 def exchange(num_ctas: int = 4) -> Protocol:
