@@ -665,7 +665,9 @@ def multicta_softmax(x, out=None, *, config: SoftmaxConfig | None = None, two_pa
     shared memory and waits once; faster than the compiler's on every width and dtype measured on the H200:
     results/h200/softmax_exchange.json) or "pipelined" (``softmax_pipelined_kernel``: the same round in persistent
     clusters, as many as fit on the GPU at once, each loading its next row block while it exchanges and stores this
-    one); the default is ``config.exchange``, the one the recorded sweep measured best; one CTA needs no exchange.
+    one) or "staged" (``softmax_staged_kernel``: the next row staged in shared memory by TMA); the default is
+    ``config.exchange``, the one the recorded sweep measured best (a staged default on rows TMA cannot read, not
+    starting on 16 bytes, runs one round instead; asked for, they are refused); one CTA needs no exchange.
     ``instrument=True`` compiles the timeline scopes in (they record only under proton: see
     ``multicta_kernels.measure.traces``). ``kernel`` launches
     another ``@gluon.jit`` function with ``softmax_kernel``'s parameters in its place (a copy you changed, as in
@@ -719,12 +721,17 @@ def multicta_softmax(x, out=None, *, config: SoftmaxConfig | None = None, two_pa
     elif config.block_n < N or config.dtype != dtype_name(x.dtype):
         raise ValueError(f"config was made for N={config.N} {config.dtype}, not N={N} {dtype_name(x.dtype)}; "
                          f"build one with pick_config({N}, {dtype_name(x.dtype)!r})")
+    asked = exchange
     if exchange is None:                       # the configuration's, unless a copy of softmax_kernel is given
         exchange = "compiler" if kernel is not None else config.exchange
     if exchange == "pipelined" and not two_pass:
         check_pipelined(config)
     if exchange == "staged" and not two_pass:
-        _check_staged_input(x, config)
+        problem = _staged_input_problem(x, config)
+        if problem and asked == "staged":
+            raise ValueError(problem)
+        if problem:                            # the configuration's default: rows TMA cannot read run one round
+            exchange = "one_round"
     require(CLUSTERS, "multicta_softmax")
     check_on_gpu(x, "x")
     if M == 0 or N == 0:
@@ -754,19 +761,28 @@ def multicta_softmax(x, out=None, *, config: SoftmaxConfig | None = None, two_pa
     return out
 
 
-def _check_staged_input(x, config: SoftmaxConfig) -> None:
-    """What the staged kernel's TMA descriptor needs of x, refused before any hardware is touched."""
+def _staged_input_problem(x, config: SoftmaxConfig) -> str | None:
+    """What keeps the staged kernel's TMA descriptor from reading x (one line), None if nothing; checked before any
+    hardware is touched."""
     check_staged(config)
     M, N = x.shape
+    if M == 0 or N == 0:
+        return None
     if N != config.block_n:
-        raise ValueError(f"exchange='staged' was configured for rows of {config.block_n}, got N={N}; build the "
-                         f"configuration with make_config({N}, ..., exchange='staged') (N a power of two)")
-    if (M > 1 and x.stride(0) * x.element_size() % 16) or x.data_ptr() % 16:
-        raise ValueError(f"exchange='staged' reads x by TMA: its rows must start on 16-byte boundaries (x.stride(0) = "
-                         f"{x.stride(0)} elements of {x.element_size()} bytes); pass x.contiguous() or use "
-                         "exchange='one_round'")
+        return (f"exchange='staged' was configured for rows of {config.block_n}, got N={N}; build the "
+                f"configuration with make_config({N}, ..., exchange='staged') (N a power of two)")
+    if M > 1 and x.stride(0) < N:
+        return (f"exchange='staged' reads x by TMA, whose rows may not overlap: x.stride(0) = {x.stride(0)} < N = {N} "
+                "(an expanded x); pass x.contiguous() or use exchange='one_round'")
+    if M > 1 and x.stride(0) * x.element_size() % 16:
+        return (f"exchange='staged' reads x by TMA: its rows must start on 16-byte boundaries (x.stride(0) = "
+                f"{x.stride(0)} elements of {x.element_size()} bytes); pass x.contiguous() or use exchange='one_round'")
+    if x.data_ptr() % 16:
+        return (f"exchange='staged' reads x by TMA: x must start on a 16-byte boundary (its address is "
+                f"{x.data_ptr() % 16} bytes past one); pass x.clone() or use exchange='one_round'")
     # Its 32-bit row + step (step: the clusters resident at once) cannot pass 2**31: that needs M near 2**31 rows of
     # at least 512 columns, terabytes.
+    return None
 
 
 def staged_launch(x, out, config: SoftmaxConfig, align: int, instrument: bool):

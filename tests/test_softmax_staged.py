@@ -97,13 +97,30 @@ def test_make_config_refuses_what_the_staged_kernel_cannot_run(kwargs, msg):
 
 
 def test_refused_before_the_hardware():
-    """Rows of another width than the configuration's, and rows that do not start on 16 bytes: one line each, on a
-    CPU too (before any GPU is asked for)."""
+    """Asked for, rows of another width than the configuration's, rows that do not start on 16 bytes and an x that
+    does not: one line each, on a CPU too (before any GPU is asked for)."""
     cfg = softmax.make_config(65536, 4, 4, 1, exchange="staged")
     with pytest.raises(ValueError, match=r"configured for rows of 65536, got N=40000"):
-        softmax.multicta_softmax(torch.zeros(2, 40000), config=cfg)
+        softmax.multicta_softmax(torch.zeros(2, 40000), config=cfg, exchange="staged")
     with pytest.raises(ValueError, match="rows must start on 16-byte boundaries"):
-        softmax.multicta_softmax(torch.zeros(2, 65539)[:, :65536], config=cfg)
+        softmax.multicta_softmax(torch.zeros(2, 65539)[:, :65536], config=cfg, exchange="staged")
+    with pytest.raises(ValueError, match=r"rows may not overlap: x.stride\(0\) = 0 < N = 65536"):
+        softmax.multicta_softmax(torch.zeros(1, 65536).expand(3, 65536), config=cfg, exchange="staged")
+    with pytest.raises(ValueError, match=r"x must start on a 16-byte boundary .* pass x.clone\(\)"):
+        softmax.multicta_softmax(torch.zeros(2 * 65536 + 1)[1:].view(2, 65536), config=cfg, exchange="staged")
+
+
+def test_a_staged_pick_on_rows_tma_cannot_read_runs_one_round():
+    """The picker's staged default on strided or misaligned rows (which the one-round kernel reads) is not refused:
+    the call goes on to the hardware check, as it did before the staged kernel (a CPU has none)."""
+    from multicta_kernels.core.hardware import UnsupportedHardwareError
+    assert softmax.pick_config(65536, "float16").exchange == "staged"
+    for x in (torch.zeros(2, 65537, dtype=torch.float16)[:, :65536],
+              torch.zeros(2 * 65536 + 1, dtype=torch.float16)[1:].view(2, 65536)):
+        with pytest.raises(UnsupportedHardwareError):
+            softmax.multicta_softmax(x)
+        with pytest.raises(ValueError, match="16-byte boundar"):
+            softmax.multicta_softmax(x, exchange="staged")
 
 
 def test_explain_names_the_staged_row():
