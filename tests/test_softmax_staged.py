@@ -141,8 +141,8 @@ def _staged_configs(N, dtype):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("M, N", [(1, 65536), (7, 65536), (301, 65536), (29, 131072), (31, 262144), (3, 524288)])
 def test_staged_matches_torch(M, N, dtype):
-    """Every cluster size that holds the row, as many programs as fit (M above them: several rows each), strided rows
-    (16-byte aligned), poisoned outputs, and in place."""
+    """Every cluster size that holds the row, as many programs as fit (M above them, at 301 x 65536: several rows
+    each, both exchange slots reused), strided rows (16-byte aligned), poisoned outputs; in place at the last of them."""
     x = (torch.randn(M, N + 64, device="cuda") * 3).to(getattr(torch, dtype))[:, :N]
     tried = 0
     for cfg in _staged_configs(N, dtype):
