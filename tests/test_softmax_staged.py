@@ -1,6 +1,8 @@
 """Chapter 1's staged softmax: the next row staged in shared memory by TMA while this one is in registers. On the CPU,
 what one turn of its loop issues, in order (the PTX of sm_90a), its register and shared-memory budget and its
 refusals of bad input; on a GPU, every element against torch in poisoned outputs."""
+import re
+
 import pytest
 import torch
 
@@ -11,10 +13,7 @@ DTYPES = ["float32", "float16", "bfloat16"]
 
 
 def _loop_body(ptx):
-    loops = [lp for lp in lens.loops(ptx) if not lp.dispatch]
-    outer = max(loops, key=lambda lp: lp.end - lp.start)       # the row loop (the TMA's `if` shares its head)
-    assert all(lp.start >= outer.start and lp.end <= outer.end for lp in loops), loops
-    return [op for no, op, _ in lens.instructions(ptx) if no in outer]
+    return [op for _, op, _ in lens.instructions(lens.loop_body(ptx))]   # the row loop (the TMA's `if` is inside)
 
 
 @pytest.mark.parametrize("num_ctas", [2, 16])
@@ -42,6 +41,21 @@ def test_a_turn_issues_the_next_rows_tma_before_the_exchange(num_ctas):
     turn = seq[start:] + seq[:start]
     firsts = [k for i, k in enumerate(turn) if k not in turn[:i]]
     assert firsts == ["staged", "read", "fence", "tma", "st.async", "wait", "store"], turn
+
+
+@pytest.mark.parametrize("num_ctas, N, dtype", [(2, 32768, "float32"), (16, 262144, "float32"),
+                                                (8, 262144, "bfloat16")])
+def test_every_expect_counts_the_bytes_that_land(num_ctas, N, dtype):
+    """A barrier's expected bytes are what lands on it, or its phase never completes (a hang) or completes early: on
+    `ready`, one TMA box, this CTA's slice of a row (the first row's and every next row's); on `landed`, one fp32 max
+    and one fp32 sum from every CTA of the cluster (st.async of 4 bytes each)."""
+    ptx = catalog.compile("softmax_staged", "sm_90a", num_ctas=num_ctas, N=N, num_warps=8, dtype=dtype).ptx
+    expects = [int(re.search(r",\s*(\d+)\s*;", text).group(1))
+               for _, op, text in lens.instructions(ptx) if op.startswith("mbarrier.arrive.expect_tx")]
+    stage = N // num_ctas * {"float32": 4, "bfloat16": 2}[dtype]
+    assert sorted(expects) == sorted([stage, stage, 2 * num_ctas * 4]), expects
+    stores = [op for op in _loop_body(ptx) if op.startswith("st.async")]
+    assert len(stores) == 2 and all(op.endswith(".b32") for op in stores), stores
 
 
 @pytest.mark.parametrize("num_ctas", [2, 16])
