@@ -35,6 +35,8 @@ KERNELS = {   # name: (spec factory, parameter sets the tests compile)
     "softmax_staged": (softmax.softmax_staged_spec, [{"num_ctas": c} for c in (2, 4, 16)]
                        + [{"num_ctas": 16, "N": 524288, "num_warps": 16}, {"num_ctas": 8, "N": 262144, "num_warps": 8,
                                                                            "dtype": "bfloat16"}]),
+    "softmax_halves": (softmax.softmax_halves_spec, [{"num_ctas": c} for c in (2, 4, 16)]
+                       + [{"num_ctas": 16, "num_warps": 16}]),
     "softmax_upstream_design": (softmax.upstream_design_spec, [{"num_ctas": 1, "N": 4096}, {}, {"num_ctas": 16,
                                                                                                "N": 262144}]),
     "online_softmax": (softmax.online_softmax_spec, [{}]),

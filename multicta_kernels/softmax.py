@@ -9,7 +9,11 @@ Two kernels, one step apart:
   index as its own axis. Max and sum stay inside each CTA; one cross-CTA ``gl.reduce`` merges the
   partial (max, sum) pairs. One round trip instead of two: cross-CTA traffic must be earned.
 
-Short rows stack several rows in one program instead.
+Short rows stack several rows in one program instead. The exchange of the (max, sum) pairs then gets faster, and
+rows get wider, kernel by kernel (``EXCHANGES``): ``softmax_one_round_kernel`` (one round of ``st.async`` into every
+CTA), ``softmax_pipelined_kernel`` (persistent clusters, the next block's loads in flight), ``softmax_staged_kernel``
+(the next row staged in shared memory by TMA) and ``softmax_halves_kernel`` (rows wider than the cluster's
+registers: half of each CTA's slice in registers, half in shared memory).
 """
 from __future__ import annotations
 
@@ -47,7 +51,7 @@ MAX_N = MAX_CLUSTER_CTAS * MAX_WARPS * 32 * MAX_VALUES_PER_THREAD  # 1048576 col
 # st.async into every CTA (softmax_one_round_kernel), or that round in persistent clusters that load the next
 # block meanwhile (softmax_pipelined_kernel), or with the next row staged in shared memory by TMA
 # (softmax_staged_kernel).
-EXCHANGES = ("compiler", "one_round", "pipelined", "staged")
+EXCHANGES = ("compiler", "one_round", "pipelined", "staged", "halves")
 
 
 @gluon.jit
@@ -179,12 +183,17 @@ def _merged(ms, ss):
 
 
 @gluon.jit
-def _normalised(e, m_cta, m, s, layout: gl.constexpr):
-    # This CTA's exp(x - m_cta) scaled to the row's (max m, sum s): times exp(m_cta - m) / s, 0 for a slice of -inf.
+def _scale(m_cta, m, s, layout: gl.constexpr):
+    # What scales this CTA's exp(x - m_cta) to the row's (max m, sum s): exp(m_cta - m) / s, 0 for a slice of -inf.
     m = gl.convert_layout(m, gl.SliceLayout(1, gl.SliceLayout(2, layout)))    # every CTA holds every row
     s = gl.convert_layout(s, gl.SliceLayout(1, gl.SliceLayout(2, layout)))
-    scale = gl.exp2((m_cta - m[:, None]) * LOG2E) / s[:, None]
-    return e * scale[:, :, None]
+    return gl.exp2((m_cta - m[:, None]) * LOG2E) / s[:, None]
+
+
+@gluon.jit
+def _normalised(e, m_cta, m, s, layout: gl.constexpr):
+    # This CTA's exp(x - m_cta) scaled to the row's (max m, sum s).
+    return e * _scale(m_cta, m, s, layout)[:, :, None]
 
 
 @gluon.jit
@@ -327,6 +336,82 @@ def softmax_staged_kernel(x_desc, out_ptr, M, n_div, out_stride_div, BLOCK_N: gl
 
 
 @gluon.jit
+def softmax_halves_kernel(x_ptr, x_desc, out_ptr, M, x_stride_div, out_stride_div, BLOCK_N: gl.constexpr,
+                          ALIGN: gl.constexpr, layout: gl.constexpr, parts: gl.constexpr, parts_smem: gl.constexpr,
+                          mine_smem: gl.constexpr, everyone: gl.constexpr, half_view: gl.constexpr,
+                          CHUNK: gl.constexpr, INSTRUMENT: gl.constexpr = False):
+    # Rows wider than registers: each CTA's slice of a row in two halves, the first loaded into registers, the second
+    # by TMA into shared memory and read back CHUNK columns at a time. Persistent clusters walk rows pid, pid + P, ...;
+    # the next row's second half lands while this row's first half is normalised and stored. One row per program
+    # (BLOCK_N == N); x_desc views x as [M, CTAS, 2, HALF // 256, 256], split over the CTAs along axis 1.
+    CTAS: gl.constexpr = gl.num_ctas()
+    PER_CTA: gl.constexpr = BLOCK_N // CTAS
+    HALF: gl.constexpr = PER_CTA // 2
+    x_stride = gl.to_tensor(x_stride_div).to(gl.int64) * ALIGN          # 64-bit: row * stride may pass 2**31
+    out_stride = gl.to_tensor(out_stride_div).to(gl.int64) * ALIGN
+    cta = gl.arange(0, CTAS, gl.SliceLayout(0, gl.SliceLayout(2, layout)))[None, :, None] * PER_CTA
+    cols = cta + gl.arange(0, HALF, gl.SliceLayout(0, gl.SliceLayout(1, layout)))[None, None, :]   # first halves
+    chunk_cols = cta + HALF + gl.arange(0, CHUNK, gl.SliceLayout(0, gl.SliceLayout(1, layout)))[None, None, :]
+    step = gl.num_programs(0)
+
+    stage = gl.allocate_shared_memory(x_desc.dtype, x_desc.block_shape, x_desc.layout)
+    second = stage.reinterpret(x_desc.dtype, [1, CTAS, HALF], half_view)          # the same bytes, as the tile
+    m_all = gl.allocate_shared_memory(gl.float32, [2, CTAS, 1, CTAS], parts_smem)   # two exchange slots, in turn
+    s_all = gl.allocate_shared_memory(gl.float32, [2, CTAS, 1, CTAS], parts_smem)
+    ready = mbarrier.allocate_mbarrier()                   # this CTA's second half of the row has landed
+    landed = mbarrier.allocate_mbarrier(batch=2)           # every source's pair of this row, per slot
+    mbarrier.init(ready, count=1)
+    mbarrier.init(landed.index(0), count=1)
+    mbarrier.init(landed.index(1), count=1)
+    sync_inits()                                           # peers store into `landed`: their inits, cluster-wide
+    mbarrier.expect(ready, x_desc.nbytes_per_cta)
+    tma.async_load(x_desc, [gl.program_id(0), 0, 1, 0, 0], ready, stage)
+    i = 0
+    for row in range(gl.program_id(0), M, step):
+        with scope("local", INSTRUMENT):
+            x = gl.load(x_ptr + row * x_stride + cols)     # the first half, into registers: in flight from here on
+            mbarrier.wait(ready, i & 1)                    # the second half's bytes, TMA-completed on my barrier
+            top = second.slice(0, CHUNK, dim=2).load(layout)
+            for c in gl.static_range(1, HALF // CHUNK):    # its max, a chunk at a time, element by element
+                top = gl.maximum(top, second.slice(c * CHUNK, CHUNK, dim=2).load(layout))
+            x = to_fp32(x)
+            m_cta = gl.maximum(gl.max(x, axis=2), gl.max(to_fp32(top), axis=2))
+            m_safe = gl.where(m_cta == -float("inf"), 0.0, m_cta)[:, :, None]
+            e = gl.exp2((x - m_safe) * LOG2E)
+            total = gl.zeros([1, CTAS, CHUNK], gl.float32, layout)
+            for c in gl.static_range(HALF // CHUNK):       # exp(x - max) of the second half, written back in place
+                chunk = second.slice(c * CHUNK, CHUNK, dim=2)
+                ec = gl.exp2((to_fp32(chunk.load(layout)) - m_safe) * LOG2E)
+                chunk.store(ec.to(x_desc.dtype))
+                total += ec
+            s_cta = gl.sum(e, axis=2) + gl.sum(total, axis=2)
+        with scope("exchange", INSTRUMENT):
+            slot = i & 1                                   # a peer refills it at row i + 2, once it has my
+            mbarrier.expect(landed.index(slot), 2 * CTAS * 4)   # pairs of row i + 1: sent past this row's barrier
+            hopper.async_store(m_all.index(slot), _to_every_cta(m_cta, parts), landed.index(slot))
+            hopper.async_store(s_all.index(slot), _to_every_cta(s_cta, parts), landed.index(slot))
+            acquire_wait(landed.index(slot), (i >> 1) & 1)
+            m, s = _merged(m_all.index(slot).reinterpret(gl.float32, [1, CTAS], mine_smem).load(everyone),
+                           s_all.index(slot).reinterpret(gl.float32, [1, CTAS], mine_smem).load(everyone))
+        with scope("store", INSTRUMENT):
+            out_row = out_ptr + row * out_stride
+            scale = _scale(m_cta, m, s, layout)[:, :, None]
+            for c in gl.static_range(HALF // CHUNK):       # the second half first: its buffer is free sooner
+                y = to_fp32(second.slice(c * CHUNK, CHUNK, dim=2).load(layout)) * scale
+                gl.store(out_row + chunk_cols + c * CHUNK, y.to(out_ptr.dtype.element_ty))
+            gl.barrier()                                   # every warp has read the stage (and slot i % 2)
+            if row + step < M:                             # the next row's second half: in flight from here on
+                mbarrier.expect(ready, x_desc.nbytes_per_cta)
+                tma.async_load(x_desc, [row + step, 0, 1, 0, 0], ready, stage)
+            gl.store(out_row + cols, (e * scale).to(out_ptr.dtype.element_ty))
+        i += 1
+    gl.barrier()                                           # every warp is past its last wait before the inval
+    mbarrier.invalidate(ready)
+    mbarrier.invalidate(landed.index(0))
+    mbarrier.invalidate(landed.index(1))
+
+
+@gluon.jit
 def upstream_design_kernel(x_ptr, out_ptr, n_div, x_stride_div, out_stride_div, BLOCK_N: gl.constexpr,
                            ALIGN: gl.constexpr, layout: gl.constexpr):
     """The design of the upstream tutorial's multi-CTA softmax (python/tutorials/gluon/14-multicta.py in
@@ -387,8 +472,14 @@ class SoftmaxConfig:
 
     @property
     def values_per_thread(self) -> int:
-        """fp32 values of the tile each thread holds in registers."""
-        return self.block_m * self.block_n // (32 * self.num_warps * self.num_ctas)
+        """fp32 values of the tile each thread holds in registers (the halves kernel: of the first half)."""
+        held = self.block_n // 2 if self.exchange == "halves" else self.block_n
+        return self.block_m * held // (32 * self.num_warps * self.num_ctas)
+
+    @property
+    def chunk(self) -> int:
+        """Columns per CTA the halves kernel reads from shared memory at a time: 16 values a thread."""
+        return min(self.block_n // (2 * self.num_ctas), 32 * self.num_warps * HALVES_CHUNK_VALUES)
 
     def exchange_layouts(self) -> dict:
         """The layouts of ``softmax_one_round_kernel``'s exchange: ``parts`` holds a CTA's (max, sum) of each row
@@ -405,13 +496,14 @@ class SoftmaxConfig:
             everyone=gl.BlockedLayout([1, self.num_ctas], [32, 1], [self.num_warps, 1], [1, 0],
                                       cga_layout=[[0, 0] for _ in bits]))
 
-    def stage_layouts(self) -> dict:
+    def stage_layouts(self, rank: int = 4) -> dict:
         """The layouts of ``softmax_staged_kernel``'s staged row: ``stage`` the TMA box (x viewed as
         [M, CTAS, PER_CTA // 256, 256], one CTA per index of axis 1, unswizzled) and ``stage_view`` the same bytes as
-        the tile [1, CTAS, PER_CTA] (split by CTA), what the kernel loads into ``layout``."""
+        the tile [1, CTAS, PER_CTA] (split by CTA), what the kernel loads into ``layout``. ``rank=5``: the halves
+        kernel's box (x viewed as [M, CTAS, 2, HALF // 256, 256]; ``stage_view`` then views one half)."""
         bits = range(log2(self.num_ctas))
         return dict(stage=gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=8 * DTYPES[self.dtype].bytes,
-                                               rank=4, cga_layout=[[0, 1 << i, 0, 0] for i in bits]),
+                                               rank=rank, cga_layout=[[0, 1 << i] + [0] * (rank - 2) for i in bits]),
                     stage_view=gl.SwizzledSharedLayout(1, 1, 1, [2, 1, 0], cga_layout=[[0, 1 << i, 0] for i in bits]))
 
     def explain(self) -> str:
@@ -421,7 +513,9 @@ class SoftmaxConfig:
                 + (", pipelined (persistent clusters, the next block's loads in flight)"
                    if self.exchange == "pipelined" else "")
                 + (", staged (persistent clusters, the next row's TMA load into shared memory in flight)"
-                   if self.exchange == "staged" else ""))
+                   if self.exchange == "staged" else "")
+                + (", in halves (persistent clusters; each CTA's first half in registers, the second in shared "
+                   "memory by TMA)" if self.exchange == "halves" else ""))
         return "\n".join([head] + [f"  - {r}" for r in self.reasons])
 
 
@@ -472,6 +566,8 @@ def make_config(N: int, num_ctas: int = 1, num_warps: int = 4, block_m: int = 1,
         check_pipelined(cfg)
     if exchange == "staged":
         check_staged(cfg)
+    if exchange == "halves":
+        check_halves(cfg)
     return cfg
 
 
@@ -535,6 +631,37 @@ def check_staged(cfg: SoftmaxConfig) -> None:
                          f"{cfg.values_per_thread} values per thread would spill (at most 64); use fewer warps")
 
 
+# The halves kernel keeps the first half of a CTA's slice in registers and the second in shared memory (at most
+# STAGED_MAX_BYTES), read back HALVES_CHUNK_VALUES a thread at a time: rows of 1048576 fp32 over 16 CTAs.
+HALVES_CHUNK_VALUES = 16
+
+
+def check_halves(cfg: SoftmaxConfig) -> None:
+    """Refuse a configuration the halves kernel cannot run (or would spill), with what to change."""
+    if cfg.dtype != "float32":
+        raise ValueError(f"exchange='halves' takes float32 rows ({cfg.dtype} spills registers there, 64 values a "
+                         f"thread included); {cfg.dtype} rows of up to {MAX_N} fit exchange='staged'")
+    if cfg.num_ctas < 2:
+        raise ValueError("exchange='halves' needs a cluster of 2 or more CTAs (it stores into peers' shared memory); "
+                         "one CTA needs no exchange: use exchange='one_round'")
+    if cfg.N != cfg.block_n:
+        raise ValueError(f"exchange='halves' takes rows whose width is a power of two (its TMA box is half the "
+                         f"row), got N={cfg.N}; use exchange='one_round'")
+    half = cfg.block_n // (2 * cfg.num_ctas)
+    if cfg.block_m != 1 or half < STAGED_MIN_PER_CTA or half < 32 * cfg.num_warps * cfg.vec:
+        raise ValueError(f"exchange='halves' takes one row per program and at least "
+                         f"{max(STAGED_MIN_PER_CTA, 32 * cfg.num_warps * cfg.vec)} columns in each half of a CTA's "
+                         f"slice, got {cfg.block_m} row(s) of {cfg.block_n} over {cfg.num_ctas} CTAs x "
+                         f"{cfg.num_warps} warps; use fewer CTAs or warps")
+    nbytes = half * DTYPES[cfg.dtype].bytes
+    if nbytes > STAGED_MAX_BYTES:
+        raise ValueError(f"exchange='halves' keeps {nbytes // 1024} KiB of the row per CTA in shared memory, more "
+                         f"than {STAGED_MAX_BYTES // 1024} KiB; use more CTAs")
+    if cfg.num_warps == MAX_WARPS and cfg.values_per_thread > 64:
+        raise ValueError(f"exchange='halves' with {MAX_WARPS} warps has 128 registers a thread: "
+                         f"{cfg.values_per_thread} values per thread would spill (at most 64); use fewer warps")
+
+
 # When no sweep was recorded for a width: fitted to the sweeps recorded on an H200.
 ONE_CTA_MAX_N = 32768        # up to here one CTA holds a row: no cluster traffic at all
 VALUES_PER_THREAD = 16       # short rows: ~16 values per thread, extra warps stack rows
@@ -594,7 +721,8 @@ def _runs(N, dtype, cfg) -> bool:
 
 
 def _cfg_text(r) -> str:
-    extra = {"pipelined": " with the pipelined exchange", "staged": " with the next row staged by TMA"}
+    extra = {"pipelined": " with the pipelined exchange", "staged": " with the next row staged by TMA",
+             "halves": " in halves (registers and shared memory)"}
     return (f"{r['num_ctas']} CTA(s) x {r['num_warps']} warp(s) x {r['block_m']} row(s)"
             + extra.get(r.get("exchange"), ""))
 
@@ -621,7 +749,9 @@ def pick_config(N: int, dtype: str = "float32") -> SoftmaxConfig:
                    f"of {rec['measured']} configurations tried"]
         if r2:
             reasons.append(f"runner-up: {_cfg_text(r2)} at {r2['fraction_of_copy']:.3f}")
-        reasons.append(f"{b['values_per_thread']} values per thread stay in registers from load to store")
+        reasons.append(f"{b['values_per_thread']} values per thread stay in registers from load to store"
+                       + (", the other half of each CTA's slice in shared memory" if b.get("exchange") == "halves"
+                          else ""))
         if b["num_ctas"] == 1:
             reasons.append("one CTA holds the row: no cluster, no cross-CTA traffic")
         else:
@@ -631,6 +761,11 @@ def pick_config(N: int, dtype: str = "float32") -> SoftmaxConfig:
         if exchange == "pipelined":
             reasons.append("pipelined: as many clusters as fit on the GPU at once walk the row blocks, each loading "
                            "its next block while it exchanges and stores this one")
+        if exchange == "halves":
+            reasons.append("halves: the row is wider than the cluster's registers; each CTA holds the first half of "
+                           "its slice in registers and the second in shared memory (by TMA), and as many clusters as "
+                           "fit on the GPU at once walk the rows, the next row's second half landing while this row's "
+                           "first half is stored")
         if exchange == "staged":
             reasons.append("staged: as many clusters as fit on the GPU at once walk the rows, each CTA's TMA loading "
                            "its slice of the next row into shared memory while it exchanges and stores this one")
@@ -726,9 +861,9 @@ def multicta_softmax(x, out=None, *, config: SoftmaxConfig | None = None, two_pa
         exchange = "compiler" if kernel is not None else config.exchange
     if exchange == "pipelined" and not two_pass:
         check_pipelined(config)
-    if exchange == "staged" and not two_pass:
-        problem = _staged_input_problem(x, config)
-        if problem and asked == "staged":
+    if exchange in ("staged", "halves") and not two_pass:
+        problem = _staged_input_problem(x, config, exchange)
+        if problem and asked == exchange:
             raise ValueError(problem)
         if problem:                            # the configuration's default: rows TMA cannot read run one round
             exchange = "one_round"
@@ -748,8 +883,9 @@ def multicta_softmax(x, out=None, *, config: SoftmaxConfig | None = None, two_pa
     meta = dict(BLOCK_M=config.block_m, BLOCK_N=config.block_n, ALIGN=align, **extra, num_warps=config.num_warps,
                 num_ctas=config.num_ctas)
     blocks = math.ceil(M / config.block_m)
-    if exchange == "staged" and not two_pass:              # persistent, the next row staged by TMA
-        kernel, args, meta = staged_launch(x, out, config, align, instrument)
+    if exchange in ("staged", "halves") and not two_pass:  # persistent, (half) a row staged by TMA
+        launch = staged_launch if exchange == "staged" else halves_launch
+        kernel, args, meta = launch(x, out, config, align, instrument)
         blocks = min(M, resident_programs(kernel, args, meta, config))
     if kernel is softmax_pipelined_kernel:                 # persistent: the clusters that fit at once, no more
         blocks = min(blocks, resident_programs(kernel, args, meta, config))
@@ -761,24 +897,24 @@ def multicta_softmax(x, out=None, *, config: SoftmaxConfig | None = None, two_pa
     return out
 
 
-def _staged_input_problem(x, config: SoftmaxConfig) -> str | None:
-    """What keeps the staged kernel's TMA descriptor from reading x (one line), None if nothing; checked before any
-    hardware is touched."""
-    check_staged(config)
+def _staged_input_problem(x, config: SoftmaxConfig, exchange: str = "staged") -> str | None:
+    """What keeps the staged (or halves) kernel's TMA descriptor from reading x (one line), None if nothing; checked
+    before any hardware is touched."""
+    (check_staged if exchange == "staged" else check_halves)(config)
     M, N = x.shape
     if M == 0 or N == 0:
         return None
     if N != config.block_n:
-        return (f"exchange='staged' was configured for rows of {config.block_n}, got N={N}; build the "
-                f"configuration with make_config({N}, ..., exchange='staged') (N a power of two)")
+        return (f"exchange={exchange!r} was configured for rows of {config.block_n}, got N={N}; build the "
+                f"configuration with make_config({N}, ..., exchange={exchange!r}) (N a power of two)")
     if M > 1 and x.stride(0) < N:
-        return (f"exchange='staged' reads x by TMA, whose rows may not overlap: x.stride(0) = {x.stride(0)} < N = {N} "
+        return (f"exchange={exchange!r} reads x by TMA, whose rows may not overlap: x.stride(0) = {x.stride(0)} < N = {N} "
                 "(an expanded x); pass x.contiguous() or use exchange='one_round'")
     if M > 1 and x.stride(0) * x.element_size() % 16:
-        return (f"exchange='staged' reads x by TMA: its rows must start on 16-byte boundaries (x.stride(0) = "
+        return (f"exchange={exchange!r} reads x by TMA: its rows must start on 16-byte boundaries (x.stride(0) = "
                 f"{x.stride(0)} elements of {x.element_size()} bytes); pass x.contiguous() or use exchange='one_round'")
     if x.data_ptr() % 16:
-        return (f"exchange='staged' reads x by TMA: x must start on a 16-byte boundary (its address is "
+        return (f"exchange={exchange!r} reads x by TMA: x must start on a 16-byte boundary (its address is "
                 f"{x.data_ptr() % 16} bytes past one); pass x.clone() or use exchange='one_round'")
     # Its 32-bit row + step (step: the clusters resident at once) cannot pass 2**31: that needs M near 2**31 rows of
     # at least 512 columns, terabytes.
@@ -799,6 +935,22 @@ def staged_launch(x, out, config: SoftmaxConfig, align: int, instrument: bool):
                 stage_view=lay["stage_view"], INSTRUMENT=instrument, num_warps=config.num_warps,
                 num_ctas=config.num_ctas)
     return softmax_staged_kernel, args, meta
+
+
+def halves_launch(x, out, config: SoftmaxConfig, align: int, instrument: bool):
+    """(kernel, args, meta) of softmax_halves_kernel for x: a TMA descriptor viewing x as
+    [M, CTAS, 2, HALF // 256, 256], whose box is the second half of each CTA's slice of one row."""
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+    M, N = x.shape
+    c, half = config.num_ctas, N // (2 * config.num_ctas)
+    lay = config.stage_layouts(rank=5)
+    desc = TensorDescriptor(x, [M, c, 2, half // 256, 256], [x.stride(0) if M > 1 else N, 2 * half, half, 256, 1],
+                            [1, c, 1, half // 256, 256], lay["stage"])
+    args = (x, desc, out, M, x.stride(0) // align, out.stride(0) // align)
+    meta = dict(BLOCK_N=config.block_n, ALIGN=align, layout=config.layout, **config.exchange_layouts(),
+                half_view=lay["stage_view"], CHUNK=config.chunk, INSTRUMENT=instrument, num_warps=config.num_warps,
+                num_ctas=config.num_ctas)
+    return softmax_halves_kernel, args, meta
 
 
 _RESIDENT = {}
@@ -928,6 +1080,32 @@ def softmax_staged_spec(num_ctas: int = 2, N: int | None = None, num_warps: int 
         constexprs={"BLOCK_N": cfg.block_n, "ALIGN": cfg.vec, "layout": cfg.layout, **extra,
                     "stage_view": lay["stage_view"], "INSTRUMENT": instrument},
         options={"num_warps": num_warps, "num_ctas": num_ctas}, expect=_EXPECT_STAGED, divisible=("out_ptr",))
+
+
+_EXPECT_HALVES = ("cp.async.bulk.tensor.5d", "ld.global.v4", "st.global.v4", "shfl.sync.bfly",
+                  "ex2.approx") + _EXPECT_ONE_ROUND
+
+
+def softmax_halves_spec(num_ctas: int = 16, N: int | None = None, num_warps: int = 8, dtype: str = "float32",
+                        instrument: bool = False) -> lens.KernelSpec:
+    """The softmax in halves (persistent clusters; each CTA's first half of a row in registers, the second in shared
+    memory by TMA), for clusters of 2 or more (default row: 65536 columns per CTA, rows of 1048576 at 16 CTAs)."""
+    check_cluster_size(num_ctas, low=2)
+    N = 65536 * num_ctas if N is None else validate.count(N, "N", high=1 << 31)
+    validate.boolean(instrument, "instrument")
+    cfg = make_config(N, num_ctas, num_warps, 1, dtype, exchange="halves")
+    lay, extra = cfg.stage_layouts(rank=5), cfg.exchange_layouts()
+    half = cfg.block_n // (2 * num_ctas)
+    ty = DTYPES[dtype].short
+    sig = {"x_ptr": f"*{ty}",
+           "x_desc": descriptor_type(DTYPES[dtype].gl, [1, num_ctas, 1, half // 256, 256], lay["stage"]),
+           "out_ptr": f"*{ty}", "M": "i32", "x_stride_div": "i32", "out_stride_div": "i32",
+           **{k: "constexpr" for k in ("BLOCK_N", "ALIGN", "layout", *extra, "half_view", "CHUNK", "INSTRUMENT")}}
+    return lens.KernelSpec(
+        name="softmax_halves", fn=softmax_halves_kernel, signature=sig,
+        constexprs={"BLOCK_N": cfg.block_n, "ALIGN": cfg.vec, "layout": cfg.layout, **extra,
+                    "half_view": lay["stage_view"], "CHUNK": cfg.chunk, "INSTRUMENT": instrument},
+        options={"num_warps": num_warps, "num_ctas": num_ctas}, expect=_EXPECT_HALVES, divisible=("x_ptr", "out_ptr"))
 
 
 def softmax_two_pass_spec(num_ctas: int = 1, N: int | None = None, num_warps: int | None = None,

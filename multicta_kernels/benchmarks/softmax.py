@@ -11,7 +11,8 @@ from ..core.occupancy import max_clusters, resident_clusters_known
 from ..measure import ceilings, timing
 from ..softmax import (EXCHANGE_SHAPES, MAX_VALUES_PER_THREAD, ODD_SHAPES, ONE_CTA_MAX_N, TUTORIAL_SHAPES, WIDE_SHAPES,
                        alignment, candidates, make_config, multicta_softmax, online_softmax, pick_config, softmax_kernel,
-                       softmax_pipelined_kernel, staged_launch, upstream_design, upstream_design_configs)
+                       softmax_pipelined_kernel, staged_launch, halves_launch, upstream_design,
+                       upstream_design_configs)
 
 
 def _measure(x, out, cfg, two_pass=False):
@@ -120,6 +121,49 @@ def sweep_staged(quick: bool = False, log=print) -> dict:
                                  f"{[n for _, n in shapes]}; one CTA: candidates(N, **{ONE_CTA_SPACE}) on "
                                  f"{[n for _, n in ONE_CTA_SHAPES]}")
     return result
+
+
+HALVES_SHAPES = [(4096, 524288), (2048, 1048576)]    # rows the halves kernel is for: wider than registers
+HALVES_SPACE = [(c, w) for c in (8, 16) for w in (4, 8, 16)]
+HALVES_REFERENCE = {524288: (16, 8, "staged"), 1048576: (16, 16, "one_round")}   # the picks before it, measured beside
+
+
+def sweep_halves(quick: bool = False, log=print) -> dict:
+    """The sweep of the halves kernel (each CTA's first half of a row in registers, the second in shared memory) on
+    HALVES_SHAPES in fp32, over every (CTAs, warps) of HALVES_SPACE that check_halves allows: the widths where
+    registers alone spill (1048576) or hold the row with no room for the next one (524288)."""
+    import torch
+    require(CLUSTERS, "the halves sweep")
+    copy = ceilings.copy_ceiling_gbps()
+    log(f"[softmax-sweep-halves] copy ceiling {copy:.0f} GB/s")
+    rows = []
+    for M, N in HALVES_SHAPES[-1:] if quick else HALVES_SHAPES:
+        x = torch.empty((M, N), device="cuda").uniform_(-4, 4)
+        out = torch.empty_like(x)
+        ref = HALVES_REFERENCE[N]
+        for c, w, exchange in [(c, w, "halves") for c, w in HALVES_SPACE] + [ref]:
+            try:
+                cfg = make_config(N, c, w, 1, "float32", exchange=exchange)
+            except ValueError:
+                continue
+            ms, err = _measure(x, out, cfg)
+            g = timing.gbps(2 * x.numel() * x.element_size(), ms)
+            rows.append([M, N, c, w, 1, cfg.values_per_thread, round(ms * 1e3, 2), round(g, 1), round(g / copy, 4),
+                         err, "float32", exchange])
+            log(f"[softmax-sweep-halves] {M}x{N} ctas={c} warps={w} {exchange}: {g:.0f} GB/s ({g / copy:.3f} of copy) "
+                f"err={err:.1e}")
+        del x, out
+        torch.cuda.empty_cache()
+    return {"method": {"timer": "do_bench_cudagraph", "statistic": "median", "dtype": "float32",
+                       "data": "uniform(-4, 4), fresh per shape", "bytes": "2 * M * N * element size (read x, write out)",
+                       "exchange": "halves (as many clusters as fit at once); beside it, the pick before it at each "
+                                   f"width (CTAs, warps, exchange): {HALVES_REFERENCE}",
+                       "space": f"(CTAs, warps) in {HALVES_SPACE} that check_halves allows, one row per program; "
+                                "values_per_thread counts the first half, the one in registers"},
+            "ceilings": {"copy_gbps": round(copy, 1)},
+            "columns": ["M", "N", "num_ctas", "num_warps", "block_m", "values_per_thread", "time_us",
+                        "gbps", "fraction_of_copy", "max_abs_err", "dtype", "exchange"],
+            "rows": rows}
 
 
 def benchmark(quick: bool = False, log=print, dtypes=("float32",), shapes=None) -> dict:
@@ -263,8 +307,8 @@ def _resident_clusters(x, out, cfg, max_clusters) -> int:
     """How many clusters of the picked kernel the GPU holds at once (the occupancy calculator)."""
     M, N = x.shape
     align = alignment(N, x, out, cfg.vec)
-    if cfg.exchange == "staged":
-        kernel, args, meta = staged_launch(x, out, cfg, align, False)
+    if cfg.exchange in ("staged", "halves"):
+        kernel, args, meta = (staged_launch if cfg.exchange == "staged" else halves_launch)(x, out, cfg, align, False)
         compiled = kernel.warmup(*args, **meta, grid=(1,))
     else:
         pipelined = cfg.exchange == "pipelined"

@@ -29,6 +29,7 @@ BENCHMARKS = {
     "softmax-sweep-wide": softmax.sweep_wide,
     "softmax-sweep-half": softmax.sweep_half,
     "softmax-sweep-staged": softmax.sweep_staged,
+    "softmax-sweep-halves": softmax.sweep_halves,
     "softmax-exchange": softmax.exchange_benchmark,
     "barriers": barriers.benchmark,
     "device": foundations.device_properties,

@@ -405,9 +405,9 @@ def run_gpu_tests(m: Mutant, name_list, mutant_file: Path, timeout: int = 300) -
     """(killed, detail): the GPU tests of the kernel's chapter with the mutant patched in (on a GPU)."""
     words = set(name_list) | {m.unit.rsplit(".", 1)[1]} if m.unit.endswith("_kernel") else set(name_list)
     chapters = {catalog.spec(n).fn.fn.__module__.rsplit(".", 1)[-1] for n in name_list}   # e.g. softmax, barriers
-    files = [str(p) for p in sorted((ROOT / "tests").glob("test_*gpu*.py")) + [ROOT / "tests/test_hopper_matmul.py",
-                                                                                ROOT / "tests/test_clc_matmul.py",
-                                                                                ROOT / "tests/test_two_cta.py"]
+    own = [p for c in chapters for p in (ROOT / "tests").glob(f"test_{c}_*.py")]    # e.g. test_softmax_staged.py
+    files = [str(p) for p in sorted(set((ROOT / "tests").glob("test_*gpu*.py")) | set(own)) +
+             [ROOT / "tests/test_hopper_matmul.py", ROOT / "tests/test_clc_matmul.py", ROOT / "tests/test_two_cta.py"]
              if any(re.search(rf"\b{re.escape(w)}\b", p.read_text()) for w in words)
              or any(p.name in (f"test_{c}_gpu.py", f"test_{c}.py") for c in chapters)]
     if not files:

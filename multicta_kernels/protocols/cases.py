@@ -7,7 +7,7 @@ from ..core import validate
 from .explorer import Result, check, simulate
 from .models import (barrier_cost, clc_matmul, exchange, hopper_matmul, hopper_multicast_matmul, kernel_depths, mma_tile,
                      multicast_copy, multicast_mma, pair_sum, ping_pong, softmax_one_round, softmax_pipelined,
-                     softmax_staged, tile_stream)
+                     softmax_halves, softmax_staged, tile_stream)
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,8 @@ CASES = {
     "ch1 pipelined exchange, 4 CTAs, 2 turns": Case(lambda: softmax_pipelined(4, 2), exhaustive=False),
     "ch1 staged softmax, 2 CTAs, 3 rows": Case(lambda: softmax_staged(2, 3)),
     "ch1 staged softmax, 4 CTAs, 3 rows": Case(lambda: softmax_staged(4, 3), exhaustive=False),
+    "ch1 softmax in halves, 2 CTAs, 3 rows": Case(lambda: softmax_halves(2, 3)),
+    "ch1 softmax in halves, 4 CTAs, 3 rows": Case(lambda: softmax_halves(4, 3), exhaustive=False),
     "ch2 exchange, 4 CTAs": Case(lambda: exchange(4)),
     "ch2 ping-pong, 2 CTAs, 3 rounds": Case(lambda: ping_pong(2, rounds=3)),
     "ch2 ping-pong, 4 CTAs, 2 rounds": Case(lambda: ping_pong(4)),
@@ -65,6 +67,8 @@ CASES = {
                                                           "overwrite before release"),
     "bug: staged softmax through one exchange slot (ch1)": Case(lambda: softmax_staged(2, 2, slots=1),
                                                                "overwrite before release"),
+    "bug: softmax in halves loading the next row before the stores read (ch1)": Case(
+        lambda: softmax_halves(2, 2, early_load=True), "overwrite before release"),
     "ch3 no release with multicast, 2 CTAs": Case(lambda: tile_stream(2, "none"), "overwrite before release"),
     "ch3 Hopper multicast matmul without a release, 2 CTAs": Case(lambda: hopper_multicast_matmul(2, "none"),
                                                                    "overwrite before release"),
@@ -89,7 +93,7 @@ def kernel_models() -> list:
     """Protocols at the exact configuration of registered kernels, for :func:`compare`."""
     d = kernel_depths("clc_matmul")
     return ([softmax_one_round(c) for c in (2, 4, 16)] + [softmax_pipelined(c) for c in (2, 4, 16)] +
-            [softmax_staged(c) for c in (2, 4, 16)] +
+            [softmax_staged(c) for c in (2, 4, 16)] + [softmax_halves(c) for c in (2, 4, 16)] +
             [exchange(4), ping_pong(2), ping_pong(16), pair_sum()] +
             [barrier_cost(c, m) for c in (2, 16) for m in (0, 1, 2, 4, 5)] +
             [tile_stream(4, r, m, stages=4) for r in ("cluster", "mbarrier") for m in (True, False)] +

@@ -159,7 +159,8 @@ class Thread:
     def tma_load(self, bar, parts, phase=None, multicast=True, site=None):
         """``tma.async_load`` of each part (buf, slot, version, cga bases, bytes per CTA) into ``bar``'s
         phase ``phase``. A part whose layout shares its tile between CTAs is issued by the lowest of
-        them and lands in all (3.9's lowering); its bytes complete on each receiver's barrier."""
+        them and lands in all (3.9's lowering); its bytes complete on each receiver's barrier. A part's slot may
+        be a tuple: one copy that fills several slots (a box the kernel reads back a piece at a time)."""
         ref = _ref(bar)
         writes, nbytes, reach = [], {}, []
         for buf, slot, version, bases, b in parts:
@@ -167,7 +168,7 @@ class Thread:
             reach.append(len(receivers) if issuer == self.cta else 0)
             if issuer == self.cta:
                 for r in receivers:
-                    writes.append((r, buf, slot, version))
+                    writes += [(r, buf, s, version) for s in (slot if isinstance(slot, tuple) else (slot,))]
                     nbytes[r] = nbytes.get(r, 0) + b
         lands = tuple((ref, r, 0, b, phase) for r, b in sorted(nbytes.items()))
         return self._add("tma_load", "+".join(p[0] for p in parts), site, bar=ref, phase=phase, writes=tuple(writes),

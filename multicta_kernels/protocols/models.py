@@ -197,6 +197,66 @@ def softmax_staged(num_ctas: int = 2, rows: int = 3, slots: int = 2) -> Protocol
     return p
 
 
+def softmax_halves(num_ctas: int = 2, rows: int = 3, slots: int = 2, early_load: bool = False) -> Protocol:
+    """Chapter 1, ``softmax_halves_kernel``: one program (cluster) walking ``rows`` rows. The second half of each
+    CTA's slice of row ``r`` lands by TMA in its own ``stage`` (phase ``r`` of its ``ready``; the stage is modelled as
+    its chunks, slot ``c`` for chunk ``c``, version ``2r + 1``); the CTA reads every chunk (its max), then reads each
+    and writes exp(x - max) back in place (version ``2r + 2``), exchanges its pair through slot ``r % 2`` as the staged
+    kernel does, reads every chunk again to store it and only then, if a row follows, expects and loads that row's
+    second half into the same buffer. Each CTA is one thread here: the kernel's ``gl.barrier()`` before the TMA is
+    what puts every warp's reads before it (and before the next row's pairs). ``early_load=True`` is the bug of
+    issuing the next row's TMA before the stores have read the stage."""
+    if slots not in (1, 2):
+        raise ValueError(f"slots must be 1 (the bug) or 2 (the kernel), got {slots!r}")
+    validate.boolean(early_load, "early_load")
+    validate.count(rows, "rows", high=32)
+    spec = ch1.softmax_halves_spec(num_ctas)
+    half = spec.constexprs["BLOCK_N"] // (2 * num_ctas)
+    chunks = half // spec.constexprs["CHUNK"]
+    stage = half * 4                                                         # fp32: the second half of a CTA's slice
+    part = 4                                                                 # one fp32 per source
+    p = Protocol(f"softmax in halves, {num_ctas} CTAs, {rows} row(s)" + ("" if slots == 2 else ", one slot")
+                 + (", next row loaded early" if early_load else ""), num_ctas,
+                 ("softmax_halves", {"num_ctas": num_ctas}, "sm_90a"), compiler_cluster_barriers=1)
+    p.runtime = {"M": rows}                                # one program: every row is its own
+
+    def load(t, version, phase, site):
+        t.expect(ready, stage, phase, site=f"expect {site}")
+        t.tma_load(ready, [("stage", tuple(range(chunks)), version, [], stage)], phase, site=f"tma_load {site}")
+
+    ready = p.barrier("ready")
+    landed = p.barrier("landed", 2)
+    for c in range(num_ctas):
+        t = p.thread(c, "main")
+        load(t, 1, 0, "the first row")
+        for r in range(rows):
+            slot, lap = (r % 2, r // 2) if slots == 2 else (0, r)
+            t.wait(ready, r, parity=r & 1, site="wait ready")
+            for k in range(chunks):
+                t.read("stage", k, 2 * r + 1, site=f"read stage[{k}] (max)")
+            for k in range(chunks):
+                t.read("stage", k, 2 * r + 1, site=f"read stage[{k}] (exp)")
+                t.write("stage", k, 2 * r + 2, site=f"write stage[{k}] (exp)")
+            if early_load and r + 1 < rows:
+                load(t, 2 * r + 3, r + 1, "ready")
+            m_buf, s_buf = f"m_all[{slot}]", f"s_all[{slot}]"
+            t.expect(landed[slot], 2 * part * num_ctas, lap, site="expect landed[slot]")
+            t.st_async(landed[slot], m_buf, c, lap + 1, part, range(num_ctas), lap, site="st_async m_all[slot]")
+            t.st_async(landed[slot], s_buf, c, lap + 1, part, range(num_ctas), lap, site="st_async s_all[slot]")
+            t.wait(landed[slot], lap, parity=lap & 1, site="wait landed[slot]")
+            for s in range(num_ctas):
+                t.read(m_buf, s, lap + 1, site=f"read {m_buf}[{s}]")
+                t.read(s_buf, s, lap + 1, site=f"read {s_buf}[{s}]")
+            for k in range(chunks):
+                t.read("stage", k, 2 * r + 2, site=f"read stage[{k}] (store)")
+            if not early_load and r + 1 < rows:
+                load(t, 2 * r + 3, r + 1, "ready")
+        t.invalidate(ready, site="invalidate ready")
+        t.invalidate(landed[0], site="invalidate landed[0]")
+        t.invalidate(landed[1], site="invalidate landed[1]")
+    return p
+
+
 # ------------------------------------------------------------------ chapters 2 to 6
 
 def exchange(num_ctas: int = 4) -> Protocol:

@@ -1,0 +1,191 @@
+"""Chapter 1's softmax in halves: rows wider than the cluster's registers, each CTA's slice held half in registers and
+half in shared memory (by TMA). On the CPU, what one turn of its loop issues, in order (the PTX of sm_90a), its
+register and shared-memory budget and its refusals of bad input; on a GPU, every element against torch in poisoned
+outputs."""
+import re
+
+import pytest
+import torch
+
+from multicta_kernels import catalog, lens, softmax
+from multicta_kernels.core.accuracy import assert_softmax_close, poisoned
+
+
+
+def _loop_body(ptx):
+    return [op for _, op, _ in lens.instructions(lens.loop_body(ptx))]   # the row loop (the TMA's `if` is inside)
+
+
+def _turn(ops, kinds, first):
+    seq = []
+    for op in ops:
+        kind = next((k for p, k in kinds.items() if op.startswith(p)), None)
+        if kind and (not seq or seq[-1] != kind):
+            seq.append(kind)
+    start = seq.index(first)                        # the loop is rotated: read it from `first` on
+    return seq[start:] + seq[:start]
+
+
+@pytest.mark.parametrize("kw", [dict(num_ctas=2), dict(num_ctas=16), dict(num_ctas=16, num_warps=16)])
+def test_a_turn_loads_the_next_rows_half_after_the_stores_read_it(kw):
+    """One row per turn: the first half's global loads, the wait for the second half, its shared-memory reads (max,
+    then exp written back in place), the exchange (two st.async, one cluster-scoped wait), the second half's stores
+    read from shared memory, then one bar.sync, the proxy fence and the next row's TMA (one 5-D box), and the first
+    half's stores from registers. No cluster barrier and no init fence in the loop: one exchange round a row."""
+    ops = _loop_body(catalog.compile("softmax_halves", "sm_90a", **kw).ptx)
+    assert not any(op.startswith("barrier.cluster") for op in ops), "a cluster barrier in the loop"
+    assert not any(op.startswith("fence.mbarrier_init") for op in ops), "an init fence in the loop"
+    assert sum(op.startswith("cp.async.bulk.tensor.5d") for op in ops) == 1, "one TMA box a row"
+    assert sum(op.startswith("st.async") for op in ops) == 2, "two st.async a row"
+    waits = [op for op in ops if op.startswith("mbarrier.try_wait")]
+    assert len(waits) == 2 and sum(".acquire.cluster" in w for w in waits) == 1, waits
+    kinds = {"ld.global": "load", "mbarrier.try_wait.parity.shared::cta": "ready", "ld.shared": "read",
+             "st.shared": "write back", "st.async": "st.async", "mbarrier.try_wait.parity.acquire.cluster": "wait",
+             "st.global": "store", "fence.proxy.async": "fence", "cp.async.bulk.tensor": "tma"}
+    turn = _turn(ops, kinds, "load")
+    firsts = [k for i, k in enumerate(turn) if k not in turn[:i]]
+    assert firsts == ["load", "ready", "read", "write back", "st.async", "wait", "store", "fence", "tma"], turn
+    tma = max(i for i, k in enumerate(turn) if k == "tma")
+    assert "read" not in turn[tma:] and "store" in turn[tma:], "the stage read after the next row's TMA"
+
+
+@pytest.mark.parametrize("kw, half", [(dict(num_ctas=16), 32768 * 4), (dict(num_ctas=2, N=8192, num_warps=4), 2048 * 4),
+                                      (dict(num_ctas=8, N=524288, num_warps=16), 32768 * 4)])
+def test_every_expect_counts_the_bytes_that_land(kw, half):
+    """On `ready`, one TMA box, the second half of this CTA's slice (the first row's and every next row's); on
+    `landed`, one fp32 max and one fp32 sum from every CTA of the cluster."""
+    ptx = catalog.compile("softmax_halves", "sm_90a", **kw).ptx
+    expects = [int(re.search(r",\s*(\d+)\s*;", text).group(1))
+               for _, op, text in lens.instructions(ptx) if op.startswith("mbarrier.arrive.expect_tx")]
+    assert sorted(expects) == sorted([half, half, 2 * kw["num_ctas"] * 4]), expects
+
+
+@pytest.mark.parametrize("num_ctas", [2, 16])
+def test_the_compilers_own_barriers_order_the_reads_before_the_writes(num_ctas):
+    """What makes the kernel's own gl.barrier() before the TMA redundant in the PTX (the mutation harness's
+    survivor): a bar.sync between the last stage read and fence.proxy.async, one after the fence and before the next
+    row's TMA, and one after the last shared-memory read before each st.async. The kernel keeps its own barrier so as
+    not to rest on these."""
+    ops = _loop_body(catalog.compile("softmax_halves", "sm_90a", num_ctas=num_ctas).ptx)
+    fence = next(i for i, op in enumerate(ops) if op.startswith("fence.proxy.async"))
+    tma = next(i for i, op in enumerate(ops) if op.startswith("cp.async.bulk.tensor"))
+    assert fence < tma and any(op.startswith("bar.sync") for op in ops[fence:tma]), "no bar.sync before the TMA"
+    reads = [i for i, op in enumerate(ops) if op.startswith("ld.shared")]
+    assert any(op.startswith("bar.sync") for op in ops[max(r for r in reads if r < fence):fence]), \
+        "no bar.sync between the last stage read and the fence"
+    for i, op in enumerate(ops):
+        if op.startswith("st.async"):
+            sync = max(j for j in range(i) if ops[j].startswith("bar.sync"))
+            read = max(j for j in range(i) if ops[j].startswith("ld.shared"))
+            assert sync > read, f"st.async at {i}: no bar.sync after the last shared read"
+
+
+@pytest.mark.parametrize("kw", [dict(num_ctas=16), dict(num_ctas=16, num_warps=16), dict(num_ctas=2),
+                                dict(num_ctas=8, N=524288, num_warps=16)])
+def test_the_largest_accepted_rows_do_not_spill_and_fit(kw):
+    """Rows of 1048576 fp32 over 16 CTAs: 128 KiB a CTA in registers (128 values a thread at 8 warps, 64 at 16) and
+    128 KiB in shared memory, without a spill, in shared memory a CTA can have."""
+    k = catalog.compile("softmax_halves", "sm_90a", **kw)
+    r = k.resources()
+    assert r["spill_stores"] == r["spill_loads"] == r["stack"] == 0, (kw, r)
+    assert k.shared_bytes <= 128 * 1024 + 1024, k.shared_bytes
+
+
+def test_the_values_per_thread_count_the_half_in_registers():
+    cfg = softmax.make_config(1048576, 16, 8, 1, exchange="halves")
+    assert cfg.values_per_thread == 128 and cfg.chunk == 4096
+    assert "halves" in cfg.explain()
+    with pytest.raises(ValueError, match="would spill registers"):          # the whole row in registers: 256
+        softmax.make_config(1048576, 16, 8, 1)
+
+
+@pytest.mark.parametrize("kwargs, msg", [
+    (dict(N=4096, num_ctas=1, exchange="halves"), "needs a cluster of 2 or more CTAs"),
+    (dict(N=100000, num_ctas=8, exchange="halves"), "rows whose width is a power of two"),
+    (dict(N=8192, num_ctas=16, exchange="halves"), "at least 512 columns in each half"),
+    (dict(N=4096, num_ctas=2, num_warps=16, exchange="halves"), "at least 2048 columns in each half"),
+    (dict(N=1048576, num_ctas=8, num_warps=16, exchange="halves"), "keeps 256 KiB of the row per CTA"),
+    (dict(N=1048576, num_ctas=16, num_warps=4, exchange="halves"), "would spill registers"),
+    (dict(N=524288, num_ctas=8, num_warps=16, dtype="bfloat16", exchange="halves"), "takes float32 rows"),
+])
+def test_make_config_refuses_what_the_halves_kernel_cannot_run(kwargs, msg):
+    with pytest.raises(ValueError, match=msg):
+        softmax.make_config(**kwargs)
+
+
+@pytest.mark.parametrize("num_warps", [8, 16])
+def test_half_types_spill_and_are_refused(num_warps):
+    """fp16 spills at 128 values a thread (8 warps) and at 64 (16 warps): ptxas says so with the refusal switched
+    off (fp32 at both compiles without a spill, above)."""
+    from unittest import mock
+    with mock.patch.object(softmax, "check_halves", lambda cfg: None):
+        spec = softmax.softmax_halves_spec(8, 524288, num_warps, "float16")
+    assert lens.compile(spec, "sm_90a").resources()["spill_stores"] > 0
+
+
+def test_refused_before_the_hardware():
+    """Asked for, rows of another width, rows that do not start on 16 bytes, overlapping rows and an x that does not
+    start on 16 bytes: one line each, on a CPU too."""
+    cfg = softmax.make_config(65536, 4, 4, 1, exchange="halves")
+    with pytest.raises(ValueError, match=r"exchange='halves' was configured for rows of 65536, got N=40000"):
+        softmax.multicta_softmax(torch.zeros(2, 40000), config=cfg, exchange="halves")
+    with pytest.raises(ValueError, match="rows must start on 16-byte boundaries"):
+        softmax.multicta_softmax(torch.zeros(2, 65539)[:, :65536], config=cfg, exchange="halves")
+    with pytest.raises(ValueError, match=r"rows may not overlap"):
+        softmax.multicta_softmax(torch.zeros(1, 65536).expand(3, 65536), config=cfg, exchange="halves")
+    with pytest.raises(ValueError, match=r"x must start on a 16-byte boundary"):
+        softmax.multicta_softmax(torch.zeros(2 * 65536 + 1)[1:].view(2, 65536), config=cfg, exchange="halves")
+
+
+def _halves_configs(N, dtype, warps=(8, 4, 16)):
+    for c in (2, 4, 8, 16):
+        for w in warps:
+            try:
+                yield softmax.make_config(N, c, w, 1, dtype, exchange="halves")
+                break
+            except ValueError:
+                continue
+
+
+@pytest.mark.clusters
+@pytest.mark.parametrize("M, N", [(1, 65536), (301, 65536), (29, 262144), (3, 524288), (17, 1048576), (301, 1048576)])
+def test_halves_match_torch(M, N, dtype="float32"):
+    """Every cluster size that holds the row, strided rows (16-byte aligned), poisoned outputs; M above the resident
+    clusters (301 rows: several rows a cluster, both exchange slots and the stage reused); in place at every
+    configuration."""
+    x = (torch.randn(M, N + 64, device="cuda") * 3).to(getattr(torch, dtype))[:, :N]
+    tried = 0
+    for cfg in _halves_configs(N, dtype):
+        out = poisoned((M, N), getattr(torch, dtype))
+        softmax.multicta_softmax(x, out, config=cfg)
+        assert_softmax_close(out, x, f"halves, {cfg.num_ctas} CTAs x {cfg.num_warps} warps, {M}x{N} {dtype}")
+        inplace = x.clone()
+        softmax.multicta_softmax(inplace, inplace, config=cfg)
+        assert_softmax_close(inplace, x, f"halves in place, {cfg.num_ctas} CTAs, {M}x{N} {dtype}")
+        tried += 1
+    assert tried >= 1, "no configuration was checked"
+
+
+@pytest.mark.clusters
+@pytest.mark.parametrize("shift", [-90.0, -200.0])
+def test_halves_rows_far_below_zero_and_minus_inf_but_one(shift, dtype="float32"):
+    """Rows far below zero, and rows of -inf but one element, in either half of a CTA's slice (the registers' or the
+    shared memory's): exactly one 1 each, zeros elsewhere."""
+    N = 262144
+    tdt = getattr(torch, dtype)
+    x = (torch.randn(5, N, device="cuda") + shift).to(tdt)
+    for cfg in _halves_configs(N, dtype):
+        out = poisoned(x.shape, tdt)
+        softmax.multicta_softmax(x, out, config=cfg)
+        assert_softmax_close(out, x, f"randn {shift:+g}, halves {cfg.num_ctas} CTAs, {dtype}")
+    rows = 301                                      # more rows than resident clusters: every slot and stage reused
+    x = torch.full((rows, N), float("-inf"), device="cuda", dtype=tdt)
+    where = torch.tensor([0, N // 3, N - 1, N // 2, N // 2 - 1] * (rows // 5) + [N // 5])
+    x[torch.arange(rows), where] = torch.tensor([0.0, shift, 7.0, -95.0, 3.0] * (rows // 5) + [1.0],
+                                                device="cuda").to(tdt)
+    want = torch.zeros_like(x)
+    want[torch.arange(rows), where] = 1
+    for cfg in _halves_configs(N, dtype):
+        out = poisoned(x.shape, tdt)
+        softmax.multicta_softmax(x, out, config=cfg)
+        assert torch.equal(out, want), f"halves {cfg.num_ctas} CTAs: {int((out != want).sum())} elements differ"
