@@ -669,7 +669,7 @@ WIDE_VALUES = 128            # wide rows: 4 warps per CTA, 128 values per thread
 
 
 SWEEPS = ("softmax_sweep.json", "softmax_sweep_wide.json", "softmax_sweep_half.json",  # recorded in results/<gpu>/
-          "softmax_sweep_staged.json")
+          "softmax_sweep_staged.json", "softmax_sweep_halves.json")
 SWEEPS_DATA = "softmax_sweeps.json"      # ... as package data (multicta_kernels/data/), written by tools/update_data.py
 
 
@@ -762,9 +762,9 @@ def pick_config(N: int, dtype: str = "float32") -> SoftmaxConfig:
             reasons.append("pipelined: as many clusters as fit on the GPU at once walk the row blocks, each loading "
                            "its next block while it exchanges and stores this one")
         if exchange == "halves":
-            reasons.append("halves: the row is wider than the cluster's registers; each CTA holds the first half of "
-                           "its slice in registers and the second in shared memory (by TMA), and as many clusters as "
-                           "fit on the GPU at once walk the rows, the next row's second half landing while this row's "
+            reasons.append("halves: as many clusters as fit on the GPU at once walk the rows, each CTA holding the "
+                           "first half of its slice in registers and the second in shared memory (by TMA: the row is "
+                           "wider than the cluster's registers), the next row's second half landing while this row's "
                            "first half is stored")
         if exchange == "staged":
             reasons.append("staged: as many clusters as fit on the GPU at once walk the rows, each CTA's TMA loading "
