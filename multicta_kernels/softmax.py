@@ -368,14 +368,15 @@ def softmax_halves_kernel(x_ptr, x_desc, out_ptr, M, x_stride_div, out_stride_di
     tma.async_load(x_desc, [gl.program_id(0), 0, 1, 0, 0], ready, stage)
     i = 0
     for row in range(gl.program_id(0), M, step):
-        with scope("local", INSTRUMENT):
+        with scope("load", INSTRUMENT):
             x = gl.load(x_ptr + row * x_stride + cols)     # the first half, into registers: in flight from here on
             mbarrier.wait(ready, i & 1)                    # the second half's bytes, TMA-completed on my barrier
             top = second.slice(0, CHUNK, dim=2).load(layout)
             for c in gl.static_range(1, HALF // CHUNK):    # its max, a chunk at a time, element by element
                 top = gl.maximum(top, second.slice(c * CHUNK, CHUNK, dim=2).load(layout))
-            x = to_fp32(x)
+            x = to_fp32(x)                                 # waits for the first half's loads
             m_cta = gl.maximum(gl.max(x, axis=2), gl.max(to_fp32(top), axis=2))
+        with scope("local", INSTRUMENT):
             m_safe = gl.where(m_cta == -float("inf"), 0.0, m_cta)[:, :, None]
             e = gl.exp2((x - m_safe) * LOG2E)
             total = gl.zeros([1, CTAS, CHUNK], gl.float32, layout)

@@ -43,14 +43,8 @@ def sweep(quick: bool = False, log=print, shapes=None, space=None, dtypes=("floa
         for M, N in shapes:
             x = torch.empty((M, N), device="cuda").uniform_(-4, 4).to(getattr(torch, dtype))
             out = torch.empty_like(x)
-            nbytes = 2 * x.numel() * x.element_size()
             for cfg in [c for one in candidates(N, dtype, **(space or {})) for c in _with_exchanges(one, exchanges)]:
-                ms, err = _measure(x, out, cfg)
-                g = timing.gbps(nbytes, ms)
-                rows.append([M, N, cfg.num_ctas, cfg.num_warps, cfg.block_m, cfg.values_per_thread,
-                             round(ms * 1e3, 2), round(g, 1), round(g / copy, 4), err, dtype, cfg.exchange])
-                log(f"[softmax-sweep] {dtype} {M}x{N} ctas={cfg.num_ctas} warps={cfg.num_warps} rows={cfg.block_m} "
-                    f"{cfg.exchange}: {g:.0f} GB/s ({g / copy:.2f} of copy) err={err:.1e}")
+                rows.append(_sweep_row(x, out, cfg, copy, log, "softmax-sweep"))
             del x, out
             torch.cuda.empty_cache()
     return {"method": {"timer": "do_bench_cudagraph", "statistic": "median", "dtype": ", ".join(dtypes),
@@ -64,6 +58,17 @@ def sweep(quick: bool = False, log=print, shapes=None, space=None, dtypes=("floa
             "columns": ["M", "N", "num_ctas", "num_warps", "block_m", "values_per_thread", "time_us",
                         "gbps", "fraction_of_copy", "max_abs_err", "dtype", "exchange"],
             "rows": rows}
+
+
+def _sweep_row(x, out, cfg, copy, log, tag) -> list:
+    """One configuration measured on x (checked first, see _measure): a row of the sweeps' columns, logged."""
+    M, N = x.shape
+    ms, err = _measure(x, out, cfg)
+    g = timing.gbps(2 * x.numel() * x.element_size(), ms)
+    log(f"[{tag}] {cfg.dtype} {M}x{N} ctas={cfg.num_ctas} warps={cfg.num_warps} rows={cfg.block_m} {cfg.exchange}: "
+        f"{g:.0f} GB/s ({g / copy:.3f} of copy) err={err:.1e}")
+    return [M, N, cfg.num_ctas, cfg.num_warps, cfg.block_m, cfg.values_per_thread, round(ms * 1e3, 2), round(g, 1),
+            round(g / copy, 4), err, cfg.dtype, cfg.exchange]
 
 
 def _with_exchanges(cfg, exchanges):
@@ -146,12 +151,7 @@ def sweep_halves(quick: bool = False, log=print) -> dict:
                 cfg = make_config(N, c, w, 1, "float32", exchange=exchange)
             except ValueError:
                 continue
-            ms, err = _measure(x, out, cfg)
-            g = timing.gbps(2 * x.numel() * x.element_size(), ms)
-            rows.append([M, N, c, w, 1, cfg.values_per_thread, round(ms * 1e3, 2), round(g, 1), round(g / copy, 4),
-                         err, "float32", exchange])
-            log(f"[softmax-sweep-halves] {M}x{N} ctas={c} warps={w} {exchange}: {g:.0f} GB/s ({g / copy:.3f} of copy) "
-                f"err={err:.1e}")
+            rows.append(_sweep_row(x, out, cfg, copy, log, "softmax-sweep-halves"))
         del x, out
         torch.cuda.empty_cache()
     return {"method": {"timer": "do_bench_cudagraph", "statistic": "median", "dtype": "float32",

@@ -153,6 +153,20 @@ def softmax_pipelined(num_ctas: int = 2, turns: int = 2, slots: int = 2) -> Prot
     return p
 
 
+def _exchange_row(t, landed, slot, lap, num_ctas, part=4):
+    """One row's exchange of the staged and halves kernels, by CTA ``t.cta``: expect every source's pair on
+    ``landed[slot]`` (phase ``lap``), store its own into every CTA (``st.async``, ``part`` bytes a value), wait, read
+    every source's pair from its own copy of the slot."""
+    m_buf, s_buf = f"m_all[{slot}]", f"s_all[{slot}]"
+    t.expect(landed[slot], 2 * part * num_ctas, lap, site="expect landed[slot]")
+    t.st_async(landed[slot], m_buf, t.cta, lap + 1, part, range(num_ctas), lap, site="st_async m_all[slot]")
+    t.st_async(landed[slot], s_buf, t.cta, lap + 1, part, range(num_ctas), lap, site="st_async s_all[slot]")
+    t.wait(landed[slot], lap, parity=lap & 1, site="wait landed[slot]")
+    for s in range(num_ctas):
+        t.read(m_buf, s, lap + 1, site=f"read {m_buf}[{s}]")
+        t.read(s_buf, s, lap + 1, site=f"read {s_buf}[{s}]")
+
+
 def softmax_staged(num_ctas: int = 2, rows: int = 3, slots: int = 2) -> Protocol:
     """Chapter 1, ``softmax_staged_kernel``: one program (cluster) walking ``rows`` rows. Each CTA's slice of row ``r``
     lands by TMA in its own ``stage`` (bytes counted on its own ``ready``, phase ``r``); the CTA reads it, then, if a
@@ -166,7 +180,6 @@ def softmax_staged(num_ctas: int = 2, rows: int = 3, slots: int = 2) -> Protocol
     validate.count(rows, "rows", high=32)
     spec = ch1.softmax_staged_spec(num_ctas)
     stage = spec.constexprs["BLOCK_N"] // num_ctas * 4                      # fp32: this CTA's slice of a row
-    part = 4                                                                 # one fp32 per source
     p = Protocol(f"staged softmax, {num_ctas} CTAs, {rows} row(s)" + ("" if slots == 2 else ", one slot"), num_ctas,
                  ("softmax_staged", {"num_ctas": num_ctas}, "sm_90a"), compiler_cluster_barriers=1)
     p.runtime = {"M": rows, "n_div": 1}                    # one program: every row is its own
@@ -183,14 +196,7 @@ def softmax_staged(num_ctas: int = 2, rows: int = 3, slots: int = 2) -> Protocol
             if r + 1 < rows:
                 t.expect(ready, stage, r + 1, site="expect ready")
                 t.tma_load(ready, [("stage", 0, r + 2, [], stage)], r + 1, site="tma_load stage")
-            m_buf, s_buf = f"m_all[{slot}]", f"s_all[{slot}]"
-            t.expect(landed[slot], 2 * part * num_ctas, lap, site="expect landed[slot]")
-            t.st_async(landed[slot], m_buf, c, lap + 1, part, range(num_ctas), lap, site="st_async m_all[slot]")
-            t.st_async(landed[slot], s_buf, c, lap + 1, part, range(num_ctas), lap, site="st_async s_all[slot]")
-            t.wait(landed[slot], lap, parity=lap & 1, site="wait landed[slot]")
-            for s in range(num_ctas):
-                t.read(m_buf, s, lap + 1, site=f"read {m_buf}[{s}]")
-                t.read(s_buf, s, lap + 1, site=f"read {s_buf}[{s}]")
+            _exchange_row(t, landed, slot, lap, num_ctas)
         t.invalidate(ready, site="invalidate ready")
         t.invalidate(landed[0], site="invalidate landed[0]")
         t.invalidate(landed[1], site="invalidate landed[1]")
@@ -214,7 +220,6 @@ def softmax_halves(num_ctas: int = 2, rows: int = 3, slots: int = 2, early_load:
     half = spec.constexprs["BLOCK_N"] // (2 * num_ctas)
     chunks = half // spec.constexprs["CHUNK"]
     stage = half * 4                                                         # fp32: the second half of a CTA's slice
-    part = 4                                                                 # one fp32 per source
     p = Protocol(f"softmax in halves, {num_ctas} CTAs, {rows} row(s)" + ("" if slots == 2 else ", one slot")
                  + (", next row loaded early" if early_load else ""), num_ctas,
                  ("softmax_halves", {"num_ctas": num_ctas}, "sm_90a"), compiler_cluster_barriers=1)
@@ -239,14 +244,7 @@ def softmax_halves(num_ctas: int = 2, rows: int = 3, slots: int = 2, early_load:
                 t.write("stage", k, 2 * r + 2, site=f"write stage[{k}] (exp)")
             if early_load and r + 1 < rows:
                 load(t, 2 * r + 3, r + 1, "ready")
-            m_buf, s_buf = f"m_all[{slot}]", f"s_all[{slot}]"
-            t.expect(landed[slot], 2 * part * num_ctas, lap, site="expect landed[slot]")
-            t.st_async(landed[slot], m_buf, c, lap + 1, part, range(num_ctas), lap, site="st_async m_all[slot]")
-            t.st_async(landed[slot], s_buf, c, lap + 1, part, range(num_ctas), lap, site="st_async s_all[slot]")
-            t.wait(landed[slot], lap, parity=lap & 1, site="wait landed[slot]")
-            for s in range(num_ctas):
-                t.read(m_buf, s, lap + 1, site=f"read {m_buf}[{s}]")
-                t.read(s_buf, s, lap + 1, site=f"read {s_buf}[{s}]")
+            _exchange_row(t, landed, slot, lap, num_ctas)
             for k in range(chunks):
                 t.read("stage", k, 2 * r + 2, site=f"read stage[{k}] (store)")
             if not early_load and r + 1 < rows:
