@@ -27,6 +27,10 @@ def _measure(x, out, cfg, two_pass=False):
     return ms, err
 
 
+SWEEP_COLUMNS = ["M", "N", "num_ctas", "num_warps", "block_m", "values_per_thread", "time_us", "gbps",
+                 "fraction_of_copy", "max_abs_err", "dtype", "exchange"]      # what _sweep_row returns
+
+
 def sweep(quick: bool = False, log=print, shapes=None, space=None, dtypes=("float32",),
           exchanges=("one_round",), copy=None) -> dict:
     """Time every candidate configuration on every benchmark shape, in each of ``dtypes`` and with each of
@@ -55,9 +59,7 @@ def sweep(quick: bool = False, log=print, shapes=None, space=None, dtypes=("floa
                        "space": f"candidates(N, dtype): 1-16 CTAs, 1-16 warps, 16-{MAX_VALUES_PER_THREAD} values per "
                                 "thread"},
             "ceilings": {"copy_gbps": round(copy, 1)},
-            "columns": ["M", "N", "num_ctas", "num_warps", "block_m", "values_per_thread", "time_us",
-                        "gbps", "fraction_of_copy", "max_abs_err", "dtype", "exchange"],
-            "rows": rows}
+            "columns": SWEEP_COLUMNS, "rows": rows}
 
 
 def _sweep_row(x, out, cfg, copy, log, tag) -> list:
@@ -161,9 +163,7 @@ def sweep_halves(quick: bool = False, log=print) -> dict:
                        "space": f"(CTAs, warps) in {HALVES_SPACE} that check_halves allows, one row per program; "
                                 "values_per_thread counts the first half, the one in registers"},
             "ceilings": {"copy_gbps": round(copy, 1)},
-            "columns": ["M", "N", "num_ctas", "num_warps", "block_m", "values_per_thread", "time_us",
-                        "gbps", "fraction_of_copy", "max_abs_err", "dtype", "exchange"],
-            "rows": rows}
+            "columns": SWEEP_COLUMNS, "rows": rows}
 
 
 def benchmark(quick: bool = False, log=print, dtypes=("float32",), shapes=None) -> dict:
