@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from multicta_kernels import catalog, lens, softmax
-from multicta_kernels.core.accuracy import assert_softmax_close, poisoned
+from multicta_kernels.core.accuracy import assert_softmax_close, one_finite_per_row, poisoned
 
 
 
@@ -47,6 +47,22 @@ def test_a_turn_loads_the_next_rows_half_after_the_stores_read_it(kw):
     assert firsts == ["load", "ready", "read", "write back", "st.async", "wait", "store", "fence", "tma"], turn
     tma = max(i for i, k in enumerate(turn) if k == "tma")
     assert "read" not in turn[tma:] and "store" in turn[tma:], "the stage read after the next row's TMA"
+
+
+@pytest.mark.parametrize("kw", [dict(num_ctas=2), dict(num_ctas=16), dict(num_ctas=16, num_warps=16)])
+def test_every_value_is_exponentiated_once_and_the_second_half_written_back_once(kw):
+    """Per turn, per thread: one ex2 a value (the first half's in registers, the second half's once, written back to
+    shared memory as st.shared.v4 and read back for the stores), plus a few for the merge and the scale; the second
+    half read in three passes (max, exp, store; the compiler may keep one 16-value chunk in registers between the first
+    two)."""
+    cfg = softmax.make_config(65536 * kw["num_ctas"], kw["num_ctas"], kw.get("num_warps", 8), 1, exchange="halves")
+    vpt = cfg.values_per_thread                      # each half: this many values a thread
+    ops = _loop_body(catalog.compile("softmax_halves", "sm_90a", **kw).ptx)
+    ex2 = sum(op.startswith("ex2") for op in ops)
+    assert 2 * vpt <= ex2 <= 2 * vpt + 2 * cfg.num_ctas + 4, (ex2, vpt)
+    assert sum(op == "st.shared.v4.b32" for op in ops) == vpt // 4, "the exp written back once, 16 bytes a store"
+    reads = sum(op == "ld.shared.v4.b32" for op in ops) - cfg.num_ctas // 4       # less the exchange's pair reads
+    assert 3 * vpt // 4 - 4 <= reads <= 3 * vpt // 4, (reads, vpt)
 
 
 @pytest.mark.parametrize("kw, half", [(dict(num_ctas=16), 32768 * 4), (dict(num_ctas=2, N=8192, num_warps=4), 2048 * 4),
@@ -170,7 +186,8 @@ def test_halves_match_torch(M, N, dtype="float32"):
 @pytest.mark.parametrize("shift", [-90.0, -200.0])
 def test_halves_rows_far_below_zero_and_minus_inf_but_one(shift, dtype="float32"):
     """Rows far below zero, and rows of -inf but one element, in either half of a CTA's slice (the registers' or the
-    shared memory's): exactly one 1 each, zeros elsewhere."""
+    shared memory's), over 301 rows (more than the resident clusters: every slot and the stage reused): exactly one 1
+    each, zeros elsewhere."""
     N = 262144
     tdt = getattr(torch, dtype)
     x = (torch.randn(5, N, device="cuda") + shift).to(tdt)
@@ -178,13 +195,8 @@ def test_halves_rows_far_below_zero_and_minus_inf_but_one(shift, dtype="float32"
         out = poisoned(x.shape, tdt)
         softmax.multicta_softmax(x, out, config=cfg)
         assert_softmax_close(out, x, f"randn {shift:+g}, halves {cfg.num_ctas} CTAs, {dtype}")
-    rows = 301                                      # more rows than resident clusters: every slot and stage reused
-    x = torch.full((rows, N), float("-inf"), device="cuda", dtype=tdt)
-    where = torch.tensor([0, N // 3, N - 1, N // 2, N // 2 - 1] * (rows // 5) + [N // 5])
-    x[torch.arange(rows), where] = torch.tensor([0.0, shift, 7.0, -95.0, 3.0] * (rows // 5) + [1.0],
-                                                device="cuda").to(tdt)
-    want = torch.zeros_like(x)
-    want[torch.arange(rows), where] = 1
+    x, want = one_finite_per_row(301, N, [0, N // 3, N - 1, N // 2, N // 2 - 1, N // 5],
+                                 [0.0, shift, 7.0, -95.0, 3.0, 1.0], tdt)
     for cfg in _halves_configs(N, dtype):
         out = poisoned(x.shape, tdt)
         softmax.multicta_softmax(x, out, config=cfg)

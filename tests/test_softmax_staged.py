@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from multicta_kernels import catalog, lens, softmax
-from multicta_kernels.core.accuracy import assert_softmax_close, poisoned
+from multicta_kernels.core.accuracy import assert_softmax_close, one_finite_per_row, poisoned
 
 DTYPES = ["float32", "float16", "bfloat16"]
 
@@ -174,6 +174,8 @@ def test_staged_matches_torch(M, N, dtype):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shift", [-90.0, -200.0])
 def test_staged_rows_far_below_zero_and_minus_inf_but_one(dtype, shift):
+    """Rows far below zero, and 301 rows of -inf but one element (more rows than resident clusters: every exchange
+    slot and the stage reused): exactly one 1 each, zeros elsewhere."""
     N = 131072
     tdt = getattr(torch, dtype)
     x = (torch.randn(5, N, device="cuda") + shift).to(tdt)
@@ -181,12 +183,7 @@ def test_staged_rows_far_below_zero_and_minus_inf_but_one(dtype, shift):
         out = poisoned(x.shape, tdt)
         softmax.multicta_softmax(x, out, config=cfg)
         assert_softmax_close(out, x, f"randn {shift:+g}, staged {cfg.num_ctas} CTAs, {dtype}")
-    rows = 301                                      # more rows than resident clusters: every slot and stage reused
-    x = torch.full((rows, N), float("-inf"), device="cuda", dtype=tdt)
-    where = torch.tensor([0, N // 3, N - 1, N // 2] * (rows // 4) + [N // 5])
-    x[torch.arange(rows), where] = torch.tensor([0.0, shift, 7.0, -95.0] * (rows // 4) + [1.0], device="cuda").to(tdt)
-    want = torch.zeros_like(x)
-    want[torch.arange(rows), where] = 1
+    x, want = one_finite_per_row(301, N, [0, N // 3, N - 1, N // 2, N // 5], [0.0, shift, 7.0, -95.0, 1.0], tdt)
     for cfg in _staged_configs(N, dtype):
         out = poisoned(x.shape, tdt)
         softmax.multicta_softmax(x, out, config=cfg)

@@ -34,6 +34,27 @@ def poisoned(shape, dtype, device=None):
     return torch.full(tuple(shape), float("nan"), dtype=dtype, device=device or tensor_device())
 
 
+def one_finite_per_row(rows: int, N: int, columns, values, dtype, device=None) -> tuple:
+    """(x, want): rows of -inf but one finite value each (row r: ``values[r % len(values)]`` at column
+    ``columns[r % len(columns)]``) and their exact softmax, 1 there and 0 elsewhere."""
+    import torch
+    from .hardware import tensor_device
+    rows = validate.count(rows, "rows", high=1 << 20)
+    N = validate.count(N, "N", high=1 << 31)
+    if not columns or not values:
+        raise ValueError("columns and values must each hold at least one entry")
+    columns = [validate.index(c, "columns", N) for c in columns]
+    values = [validate.finite(v, "values") for v in values]
+    device = device or tensor_device()
+    r = torch.arange(rows)
+    where = torch.tensor([columns[i % len(columns)] for i in range(rows)])
+    x = torch.full((rows, N), float("-inf"), device=device, dtype=dtype)
+    x[r, where] = torch.tensor([values[i % len(values)] for i in range(rows)], device=device).to(dtype)
+    want = torch.zeros_like(x)
+    want[r, where] = 1
+    return x, want
+
+
 def _skipped(what: str) -> bool:
     from .dryrun import skip_compare
     return skip_compare(what)
