@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from multicta_kernels.measure import timing
-from multicta_kernels.core.accuracy import assert_matmul_close, assert_softmax_close, poisoned
+from multicta_kernels.core.accuracy import assert_matmul_close, assert_softmax_close, one_finite_per_row, poisoned
 
 
 def operands(M, N, K, dtype, seed=0):
@@ -138,3 +138,22 @@ def test_softmax_correct_output_passes(dtype, N):
     else:
         assert_softmax_close(written(torch.softmax(x.float(), dim=1).to(dtype)), x, "rounded once")
         assert_softmax_close(written(torch.softmax(x, dim=1)), x, "torch's half softmax")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_one_finite_per_row_is_what_torch_says(dtype):
+    """The staged and halves GPU tests' -inf-but-one rows: the finite value of row r at columns[r % 3], and their
+    softmax exactly 1 there and 0 elsewhere, as torch computes it."""
+    x, want = one_finite_per_row(7, 512, [0, 511, 200], [0.0, -95.0, 7.0, 3.0], dtype, device="cpu")
+    assert x.dtype == dtype and torch.isfinite(x).sum(dim=1).tolist() == [1] * 7
+    assert [int(torch.isfinite(row).nonzero()) for row in x] == [0, 511, 200] * 2 + [0]
+    assert x[3, 0].item() == 3.0 and x[1, 511].item() == -95.0
+    assert torch.equal(torch.softmax(x.float(), dim=1).to(dtype), want)
+
+
+@pytest.mark.parametrize("kwargs, msg", [(dict(columns=[512]), "columns"), (dict(columns=[]), "at least one"),
+                                         (dict(values=[float("inf")]), "values"), (dict(rows=0), "rows")])
+def test_one_finite_per_row_refuses_what_it_cannot_build(kwargs, msg):
+    args = dict(rows=3, N=512, columns=[0], values=[1.0], dtype=torch.float32, device="cpu") | kwargs
+    with pytest.raises(ValueError, match=msg):
+        one_finite_per_row(**args)
