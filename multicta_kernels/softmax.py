@@ -13,7 +13,7 @@ Short rows stack several rows in one program instead. The exchange of the (max, 
 rows get wider, kernel by kernel (``EXCHANGES``): ``softmax_one_round_kernel`` (one round of ``st.async`` into every
 CTA), ``softmax_pipelined_kernel`` (persistent clusters, the next block's loads in flight), ``softmax_staged_kernel``
 (the next row staged in shared memory by TMA) and ``softmax_halves_kernel`` (rows wider than the cluster's
-registers: half of each CTA's slice in registers, half in shared memory).
+registers: half of each CTA's slice in registers, half in shared memory, a quarter of the next row prefetched).
 """
 from __future__ import annotations
 
@@ -338,54 +338,73 @@ def softmax_staged_kernel(x_desc, out_ptr, M, n_div, out_stride_div, BLOCK_N: gl
 @gluon.jit
 def softmax_halves_kernel(x_ptr, x_desc, out_ptr, M, x_stride_div, out_stride_div, BLOCK_N: gl.constexpr,
                           ALIGN: gl.constexpr, layout: gl.constexpr, parts: gl.constexpr, parts_smem: gl.constexpr,
-                          mine_smem: gl.constexpr, everyone: gl.constexpr, half_view: gl.constexpr,
+                          mine_smem: gl.constexpr, everyone: gl.constexpr, quarter_view: gl.constexpr,
                           CHUNK: gl.constexpr, INSTRUMENT: gl.constexpr = False):
-    # Rows wider than registers: each CTA's slice of a row in two halves, the first loaded into registers, the second
-    # by TMA into shared memory and read back CHUNK columns at a time. Persistent clusters walk rows pid, pid + P, ...;
-    # the next row's second half lands while this row's first half is normalised and stored. One row per program
-    # (BLOCK_N == N); x_desc views x as [M, CTAS, 2, HALF // 256, 256], split over the CTAs along axis 1.
+    # Rows wider than registers: each CTA's slice of a row in quarters. The first half (quarters 0 and 1) is held in
+    # registers, the second (quarters 2 and 3) in shared memory, read back CHUNK columns at a time. Persistent
+    # clusters walk rows pid, pid + P, ...; quarter 0 of the next row lands in `ahead` by TMA through this row's whole
+    # turn, quarters 2 and 3 land while this row's first half is stored, quarter 1 is loaded into registers at the
+    # top of the turn. One row per program (BLOCK_N == N); x_desc views x as [M, CTAS, 4, Q // 256, 256].
     CTAS: gl.constexpr = gl.num_ctas()
     PER_CTA: gl.constexpr = BLOCK_N // CTAS
-    HALF: gl.constexpr = PER_CTA // 2
+    Q: gl.constexpr = PER_CTA // 4
+    NC: gl.constexpr = Q // CHUNK                          # chunks of a quarter in shared memory
     x_stride = gl.to_tensor(x_stride_div).to(gl.int64) * ALIGN          # 64-bit: row * stride may pass 2**31
     out_stride = gl.to_tensor(out_stride_div).to(gl.int64) * ALIGN
     cta = gl.arange(0, CTAS, gl.SliceLayout(0, gl.SliceLayout(2, layout)))[None, :, None] * PER_CTA
-    cols = cta + gl.arange(0, HALF, gl.SliceLayout(0, gl.SliceLayout(1, layout)))[None, None, :]   # first halves
-    chunk_cols = cta + HALF + gl.arange(0, CHUNK, gl.SliceLayout(0, gl.SliceLayout(1, layout)))[None, None, :]
+    cols = cta + gl.arange(0, Q, gl.SliceLayout(0, gl.SliceLayout(1, layout)))[None, None, :]      # quarter 0
+    chunk_cols = cta + 2 * Q + gl.arange(0, CHUNK, gl.SliceLayout(0, gl.SliceLayout(1, layout)))[None, None, :]
     step = gl.num_programs(0)
 
-    stage = gl.allocate_shared_memory(x_desc.dtype, x_desc.block_shape, x_desc.layout)
-    second = stage.reinterpret(x_desc.dtype, [1, CTAS, HALF], half_view)          # the same bytes, as the tile
+    ahead = gl.allocate_shared_memory(x_desc.dtype, x_desc.block_shape, x_desc.layout)    # quarter 0
+    third = gl.allocate_shared_memory(x_desc.dtype, x_desc.block_shape, x_desc.layout)    # quarter 2
+    fourth = gl.allocate_shared_memory(x_desc.dtype, x_desc.block_shape, x_desc.layout)   # quarter 3
+    q0 = ahead.reinterpret(x_desc.dtype, [1, CTAS, Q], quarter_view)      # the same bytes, as the tile
+    q2 = third.reinterpret(x_desc.dtype, [1, CTAS, Q], quarter_view)
+    q3 = fourth.reinterpret(x_desc.dtype, [1, CTAS, Q], quarter_view)
     m_all = gl.allocate_shared_memory(gl.float32, [2, CTAS, 1, CTAS], parts_smem)   # two exchange slots, in turn
     s_all = gl.allocate_shared_memory(gl.float32, [2, CTAS, 1, CTAS], parts_smem)
-    ready = mbarrier.allocate_mbarrier()                   # this CTA's second half of the row has landed
+    early = mbarrier.allocate_mbarrier()                   # this CTA's quarter 0 of the row has landed
+    ready = mbarrier.allocate_mbarrier()                   # its quarters 2 and 3 have landed
     landed = mbarrier.allocate_mbarrier(batch=2)           # every source's pair of this row, per slot
+    mbarrier.init(early, count=1)
     mbarrier.init(ready, count=1)
     mbarrier.init(landed.index(0), count=1)
     mbarrier.init(landed.index(1), count=1)
     sync_inits()                                           # peers store into `landed`: their inits, cluster-wide
-    mbarrier.expect(ready, x_desc.nbytes_per_cta)
-    tma.async_load(x_desc, [gl.program_id(0), 0, 1, 0, 0], ready, stage)
+    mbarrier.expect(early, x_desc.nbytes_per_cta)
+    tma.async_load(x_desc, [gl.program_id(0), 0, 0, 0, 0], early, ahead)
+    mbarrier.expect(ready, 2 * x_desc.nbytes_per_cta)
+    tma.async_load(x_desc, [gl.program_id(0), 0, 2, 0, 0], ready, third)
+    tma.async_load(x_desc, [gl.program_id(0), 0, 3, 0, 0], ready, fourth)
     i = 0
     for row in range(gl.program_id(0), M, step):
         with scope("load", INSTRUMENT):
-            x = gl.load(x_ptr + row * x_stride + cols)     # the first half, into registers: in flight from here on
-            mbarrier.wait(ready, i & 1)                    # the second half's bytes, TMA-completed on my barrier
-            top = second.slice(0, CHUNK, dim=2).load(layout)
-            for c in gl.static_range(1, HALF // CHUNK):    # its max, a chunk at a time, element by element
-                top = gl.maximum(top, second.slice(c * CHUNK, CHUNK, dim=2).load(layout))
-            x = to_fp32(x)                                 # waits for the first half's loads
-            m_cta = gl.maximum(gl.max(x, axis=2), gl.max(to_fp32(top), axis=2))
+            x1 = gl.load(x_ptr + row * x_stride + Q + cols)    # quarter 1, into registers: in flight from here on
+            mbarrier.wait(early, i & 1)
+            x0 = q0.load(layout)
+            gl.barrier()                                   # every warp has read `ahead`
+            if row + step < M:                             # the next row's quarter 0: in flight for a whole turn
+                mbarrier.expect(early, x_desc.nbytes_per_cta)
+                tma.async_load(x_desc, [row + step, 0, 0, 0, 0], early, ahead)
+            mbarrier.wait(ready, i & 1)                    # quarters 2 and 3, TMA-completed on my barrier
+            top = q2.slice(0, CHUNK, dim=2).load(layout)
+            for c in gl.static_range(1, 2 * NC):           # their max, a chunk at a time, element by element
+                top = gl.maximum(top, (q2 if c < NC else q3).slice(c % NC * CHUNK, CHUNK, dim=2).load(layout))
+            x0 = to_fp32(x0)
+            x1 = to_fp32(x1)                               # waits for quarter 1's loads
+            m_cta = gl.maximum(gl.max(gl.maximum(x0, x1), axis=2), gl.max(to_fp32(top), axis=2))
         with scope("local", INSTRUMENT):
             m_safe = gl.where(m_cta == -float("inf"), 0.0, m_cta)[:, :, None]
-            e = gl.exp2((x - m_safe) * LOG2E)
+            e0 = gl.exp2((x0 - m_safe) * LOG2E)
+            e1 = gl.exp2((x1 - m_safe) * LOG2E)
             total = gl.zeros([1, CTAS, CHUNK], gl.float32, layout)
-            for c in gl.static_range(HALF // CHUNK):       # exp(x - max) of the second half, written back in place
-                chunk = second.slice(c * CHUNK, CHUNK, dim=2)
+            for c in gl.static_range(2 * NC):              # exp(x - max) of the second half, written back in place
+                chunk = (q2 if c < NC else q3).slice(c % NC * CHUNK, CHUNK, dim=2)
                 ec = gl.exp2((to_fp32(chunk.load(layout)) - m_safe) * LOG2E)
                 chunk.store(ec.to(x_desc.dtype))
                 total += ec
-            s_cta = gl.sum(e, axis=2) + gl.sum(total, axis=2)
+            s_cta = gl.sum(e0 + e1, axis=2) + gl.sum(total, axis=2)
         with scope("exchange", INSTRUMENT):
             slot = i & 1                                   # a peer refills it at row i + 2, once it has my
             mbarrier.expect(landed.index(slot), 2 * CTAS * 4)   # pairs of row i + 1: sent past this row's barrier
@@ -397,16 +416,19 @@ def softmax_halves_kernel(x_ptr, x_desc, out_ptr, M, x_stride_div, out_stride_di
         with scope("store", INSTRUMENT):
             out_row = out_ptr + row * out_stride
             scale = _scale(m_cta, m, s, layout)[:, :, None]
-            for c in gl.static_range(HALF // CHUNK):       # the second half first: its buffer is free sooner
-                y = to_fp32(second.slice(c * CHUNK, CHUNK, dim=2).load(layout)) * scale
+            for c in gl.static_range(2 * NC):              # the second half first: its buffers are free sooner
+                y = to_fp32((q2 if c < NC else q3).slice(c % NC * CHUNK, CHUNK, dim=2).load(layout)) * scale
                 gl.store(out_row + chunk_cols + c * CHUNK, y.to(out_ptr.dtype.element_ty))
             gl.barrier()                                   # every warp has read the stage (and slot i % 2)
-            if row + step < M:                             # the next row's second half: in flight from here on
-                mbarrier.expect(ready, x_desc.nbytes_per_cta)
-                tma.async_load(x_desc, [row + step, 0, 1, 0, 0], ready, stage)
-            gl.store(out_row + cols, (e * scale).to(out_ptr.dtype.element_ty))
+            if row + step < M:                             # the next row's quarters 2 and 3: in flight from here on
+                mbarrier.expect(ready, 2 * x_desc.nbytes_per_cta)
+                tma.async_load(x_desc, [row + step, 0, 2, 0, 0], ready, third)
+                tma.async_load(x_desc, [row + step, 0, 3, 0, 0], ready, fourth)
+            gl.store(out_row + cols, (e0 * scale).to(out_ptr.dtype.element_ty))
+            gl.store(out_row + Q + cols, (e1 * scale).to(out_ptr.dtype.element_ty))
         i += 1
     gl.barrier()                                           # every warp is past its last wait before the inval
+    mbarrier.invalidate(early)
     mbarrier.invalidate(ready)
     mbarrier.invalidate(landed.index(0))
     mbarrier.invalidate(landed.index(1))
@@ -479,8 +501,9 @@ class SoftmaxConfig:
 
     @property
     def chunk(self) -> int:
-        """Columns per CTA the halves kernel reads from shared memory at a time: 16 values a thread."""
-        return min(self.block_n // (2 * self.num_ctas), 32 * self.num_warps * HALVES_CHUNK_VALUES)
+        """Columns per CTA the halves kernel reads from shared memory at a time: 16 values a thread (at most a quarter
+        of the CTA's slice)."""
+        return min(self.block_n // (4 * self.num_ctas), 32 * self.num_warps * HALVES_CHUNK_VALUES)
 
     def exchange_layouts(self) -> dict:
         """The layouts of ``softmax_one_round_kernel``'s exchange: ``parts`` holds a CTA's (max, sum) of each row
@@ -501,7 +524,7 @@ class SoftmaxConfig:
         """The layouts of ``softmax_staged_kernel``'s staged row: ``stage`` the TMA box (x viewed as
         [M, CTAS, PER_CTA // 256, 256], one CTA per index of axis 1, unswizzled) and ``stage_view`` the same bytes as
         the tile [1, CTAS, PER_CTA] (split by CTA), what the kernel loads into ``layout``. ``rank=5``: the halves
-        kernel's box (x viewed as [M, CTAS, 2, HALF // 256, 256]; ``stage_view`` then views one half)."""
+        kernel's box (x viewed as [M, CTAS, 4, Q // 256, 256]; ``stage_view`` then views one quarter)."""
         bits = range(log2(self.num_ctas))
         return dict(stage=gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=8 * DTYPES[self.dtype].bytes,
                                                rank=rank, cga_layout=[[0, 1 << i] + [0] * (rank - 2) for i in bits]),
@@ -632,9 +655,12 @@ def check_staged(cfg: SoftmaxConfig) -> None:
                          f"{cfg.values_per_thread} values per thread would spill (at most 64); use fewer warps")
 
 
-# The halves kernel keeps the first half of a CTA's slice in registers and the second in shared memory (at most
-# STAGED_MAX_BYTES), read back HALVES_CHUNK_VALUES a thread at a time: rows of 1048576 fp32 over 16 CTAs.
+# The halves kernel keeps the first half of a CTA's slice in registers and the second in shared memory, plus a third
+# buffer there for the next row's first quarter: three quarters of the slice, at most HALVES_MAX_BYTES (the next power
+# of two's three quarters, 384 KiB, is more than the 227 KiB a CTA can have). It reads the shared memory back
+# HALVES_CHUNK_VALUES a thread at a time: rows of 1048576 fp32 over 16 CTAs.
 HALVES_CHUNK_VALUES = 16
+HALVES_MAX_BYTES = 192 * 1024
 
 
 def check_halves(cfg: SoftmaxConfig) -> None:
@@ -646,18 +672,18 @@ def check_halves(cfg: SoftmaxConfig) -> None:
         raise ValueError("exchange='halves' needs a cluster of 2 or more CTAs (it stores into peers' shared memory); "
                          "one CTA needs no exchange: use exchange='one_round'")
     if cfg.N != cfg.block_n:
-        raise ValueError(f"exchange='halves' takes rows whose width is a power of two (its TMA box is half the "
-                         f"row), got N={cfg.N}; use exchange='one_round'")
-    half = cfg.block_n // (2 * cfg.num_ctas)
-    if cfg.block_m != 1 or half < STAGED_MIN_PER_CTA or half < 32 * cfg.num_warps * cfg.vec:
+        raise ValueError(f"exchange='halves' takes rows whose width is a power of two (its TMA box is a quarter of a "
+                         f"CTA's slice), got N={cfg.N}; use exchange='one_round'")
+    quarter = cfg.block_n // (4 * cfg.num_ctas)
+    if cfg.block_m != 1 or quarter < STAGED_MIN_PER_CTA or quarter < 32 * cfg.num_warps * cfg.vec:
         raise ValueError(f"exchange='halves' takes one row per program and at least "
-                         f"{max(STAGED_MIN_PER_CTA, 32 * cfg.num_warps * cfg.vec)} columns in each half of a CTA's "
+                         f"{max(STAGED_MIN_PER_CTA, 32 * cfg.num_warps * cfg.vec)} columns in each quarter of a CTA's "
                          f"slice, got {cfg.block_m} row(s) of {cfg.block_n} over {cfg.num_ctas} CTAs x "
                          f"{cfg.num_warps} warps; use fewer CTAs or warps")
-    nbytes = half * DTYPES[cfg.dtype].bytes
-    if nbytes > STAGED_MAX_BYTES:
-        raise ValueError(f"exchange='halves' keeps {nbytes // 1024} KiB of the row per CTA in shared memory, more "
-                         f"than {STAGED_MAX_BYTES // 1024} KiB; use more CTAs")
+    nbytes = 3 * quarter * DTYPES[cfg.dtype].bytes
+    if nbytes > HALVES_MAX_BYTES:
+        raise ValueError(f"exchange='halves' keeps {nbytes // 1024} KiB of the row per CTA in shared memory (three "
+                         f"quarters of its slice), more than {HALVES_MAX_BYTES // 1024} KiB; use more CTAs")
     if cfg.num_warps == MAX_WARPS and cfg.values_per_thread > 64:
         raise ValueError(f"exchange='halves' with {MAX_WARPS} warps has 128 registers a thread: "
                          f"{cfg.values_per_thread} values per thread would spill (at most 64); use fewer warps")
@@ -765,8 +791,8 @@ def pick_config(N: int, dtype: str = "float32") -> SoftmaxConfig:
         if exchange == "halves":
             reasons.append("halves: as many clusters as fit on the GPU at once walk the rows, each CTA holding the "
                            "first half of its slice in registers and the second in shared memory (by TMA: the row is "
-                           "wider than the cluster's registers), the next row's second half landing while this row's "
-                           "first half is stored")
+                           "wider than the cluster's registers), the next row's first quarter landing through this "
+                           "row's whole turn and its second half while this row's first half is stored")
         if exchange == "staged":
             reasons.append("staged: as many clusters as fit on the GPU at once walk the rows, each CTA's TMA loading "
                            "its slice of the next row into shared memory while it exchanges and stores this one")
@@ -940,16 +966,16 @@ def staged_launch(x, out, config: SoftmaxConfig, align: int, instrument: bool):
 
 def halves_launch(x, out, config: SoftmaxConfig, align: int, instrument: bool):
     """(kernel, args, meta) of softmax_halves_kernel for x: a TMA descriptor viewing x as
-    [M, CTAS, 2, HALF // 256, 256], whose box is the second half of each CTA's slice of one row."""
+    [M, CTAS, 4, Q // 256, 256], whose box is one quarter of each CTA's slice of one row."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
     M, N = x.shape
-    c, half = config.num_ctas, N // (2 * config.num_ctas)
+    c, q = config.num_ctas, N // (4 * config.num_ctas)
     lay = config.stage_layouts(rank=5)
-    desc = TensorDescriptor(x, [M, c, 2, half // 256, 256], [x.stride(0) if M > 1 else N, 2 * half, half, 256, 1],
-                            [1, c, 1, half // 256, 256], lay["stage"])
+    desc = TensorDescriptor(x, [M, c, 4, q // 256, 256], [x.stride(0) if M > 1 else N, 4 * q, q, 256, 1],
+                            [1, c, 1, q // 256, 256], lay["stage"])
     args = (x, desc, out, M, x.stride(0) // align, out.stride(0) // align)
     meta = dict(BLOCK_N=config.block_n, ALIGN=align, layout=config.layout, **config.exchange_layouts(),
-                half_view=lay["stage_view"], CHUNK=config.chunk, INSTRUMENT=instrument, num_warps=config.num_warps,
+                quarter_view=lay["stage_view"], CHUNK=config.chunk, INSTRUMENT=instrument, num_warps=config.num_warps,
                 num_ctas=config.num_ctas)
     return softmax_halves_kernel, args, meta
 
@@ -1090,22 +1116,22 @@ _EXPECT_HALVES = ("cp.async.bulk.tensor.5d", "ld.global.v4", "st.global.v4", "sh
 def softmax_halves_spec(num_ctas: int = 16, N: int | None = None, num_warps: int = 8, dtype: str = "float32",
                         instrument: bool = False) -> lens.KernelSpec:
     """The softmax in halves (persistent clusters; each CTA's first half of a row in registers, the second in shared
-    memory by TMA), for clusters of 2 or more (default row: 65536 columns per CTA, rows of 1048576 at 16 CTAs)."""
+    memory by TMA, the next row's first quarter prefetched by TMA), for clusters of 2 or more (default row: 65536 columns per CTA, rows of 1048576 at 16 CTAs)."""
     check_cluster_size(num_ctas, low=2)
     N = 65536 * num_ctas if N is None else validate.count(N, "N", high=1 << 31)
     validate.boolean(instrument, "instrument")
     cfg = make_config(N, num_ctas, num_warps, 1, dtype, exchange="halves")
     lay, extra = cfg.stage_layouts(rank=5), cfg.exchange_layouts()
-    half = cfg.block_n // (2 * num_ctas)
+    q = cfg.block_n // (4 * num_ctas)
     ty = DTYPES[dtype].short
     sig = {"x_ptr": f"*{ty}",
-           "x_desc": descriptor_type(DTYPES[dtype].gl, [1, num_ctas, 1, half // 256, 256], lay["stage"]),
+           "x_desc": descriptor_type(DTYPES[dtype].gl, [1, num_ctas, 1, q // 256, 256], lay["stage"]),
            "out_ptr": f"*{ty}", "M": "i32", "x_stride_div": "i32", "out_stride_div": "i32",
-           **{k: "constexpr" for k in ("BLOCK_N", "ALIGN", "layout", *extra, "half_view", "CHUNK", "INSTRUMENT")}}
+           **{k: "constexpr" for k in ("BLOCK_N", "ALIGN", "layout", *extra, "quarter_view", "CHUNK", "INSTRUMENT")}}
     return lens.KernelSpec(
         name="softmax_halves", fn=softmax_halves_kernel, signature=sig,
         constexprs={"BLOCK_N": cfg.block_n, "ALIGN": cfg.vec, "layout": cfg.layout, **extra,
-                    "half_view": lay["stage_view"], "CHUNK": cfg.chunk, "INSTRUMENT": instrument},
+                    "quarter_view": lay["stage_view"], "CHUNK": cfg.chunk, "INSTRUMENT": instrument},
         options={"num_warps": num_warps, "num_ctas": num_ctas}, expect=_EXPECT_HALVES, divisible=("x_ptr", "out_ptr"))
 
 

@@ -358,10 +358,11 @@ def why_survived(unit: str, operator: str, site: str) -> str:
                "wait and before the invalidates (tests/test_softmax_pipelined.py checks that one does): correct "
                "without it; the kernel keeps its own so as not to rest on where the compiler puts one")
     elif operator == "drop fence" and "gl.barrier()" in site and unit.endswith(".softmax_halves_kernel"):
-        why = ("the compiler's own fence.proxy.async between two bar.sync before the next row's TMA order every warp's "
-               "reads of the stage (this row's stores) before it, and its bar.sync before each st.async orders the "
-               "reads of the other slot before the next row's pairs (tests/test_softmax_halves.py checks both): "
-               "correct without it; the kernel keeps its own so as not to rest on where the compiler puts them")
+        why = ("the compiler's own fence.proxy.async between two bar.sync before each of the next row's TMA issues "
+               "(quarter 0's, after its read; quarters 2 and 3's, after this row's stores read them) order every "
+               "warp's reads of that buffer before it, and its bar.sync before each st.async orders the reads of the "
+               "other slot before the next row's pairs (tests/test_softmax_halves.py checks both): correct without "
+               "it; the kernel keeps its own so as not to rest on where the compiler puts them")
     elif operator == "drop fence" and "gl.barrier()" in site and unit.endswith(".softmax_staged_kernel"):
         why = ("the compiler's own fence.proxy.async and bar.sync before the next row's TMA order every warp's reads "
                "of the stage before it, and its bar.sync before each st.async orders the reads of the other slot "

@@ -69,6 +69,8 @@ CASES = {
                                                                "overwrite before release"),
     "bug: softmax in halves loading the next row before the stores read (ch1)": Case(
         lambda: softmax_halves(2, 2, early_load=True), "overwrite before release"),
+    "bug: softmax in halves loading the next row's quarter 0 before its read (ch1)": Case(
+        lambda: softmax_halves(2, 2, early_ahead=True), "overwrite before release"),
     "ch3 no release with multicast, 2 CTAs": Case(lambda: tile_stream(2, "none"), "overwrite before release"),
     "ch3 Hopper multicast matmul without a release, 2 CTAs": Case(lambda: hopper_multicast_matmul(2, "none"),
                                                                    "overwrite before release"),

@@ -203,52 +203,77 @@ def softmax_staged(num_ctas: int = 2, rows: int = 3, slots: int = 2) -> Protocol
     return p
 
 
-def softmax_halves(num_ctas: int = 2, rows: int = 3, slots: int = 2, early_load: bool = False) -> Protocol:
-    """Chapter 1, ``softmax_halves_kernel``: one program (cluster) walking ``rows`` rows. The second half of each
-    CTA's slice of row ``r`` lands by TMA in its own ``stage`` (phase ``r`` of its ``ready``; the stage is modelled as
-    its chunks, slot ``c`` for chunk ``c``, version ``2r + 1``); the CTA reads every chunk (its max), then reads each
-    and writes exp(x - max) back in place (version ``2r + 2``), exchanges its pair through slot ``r % 2`` as the staged
-    kernel does, reads every chunk again to store it and only then, if a row follows, expects and loads that row's
-    second half into the same buffer. Each CTA is one thread here: the kernel's ``gl.barrier()`` before the TMA is
-    what puts every warp's reads before it (and before the next row's pairs). ``early_load=True`` is the bug of
-    issuing the next row's TMA before the stores have read the stage."""
+def softmax_halves(num_ctas: int = 2, rows: int = 3, slots: int = 2, early_load: bool = False,
+                   early_ahead: bool = False) -> Protocol:
+    """Chapter 1, ``softmax_halves_kernel``: one program (cluster) walking ``rows`` rows, each CTA's slice of a row in
+    quarters. Quarter 0 of row ``r`` lands by TMA in ``ahead`` (phase ``r`` of barrier ``early``, version ``r + 1``);
+    the CTA reads it into registers and, if a row follows, at once expects and loads that row's quarter 0 into the
+    same buffer. Quarters 2 and 3 land by TMA in ``third`` and ``fourth`` (two boxes on phase ``r`` of ``ready``;
+    each buffer modelled as its chunks, slot ``c`` for chunk ``c``, version ``2r + 1``); the CTA reads every chunk (the
+    max), then reads each and writes exp(x - max) back in place (version ``2r + 2``), exchanges its pair through slot
+    ``r % 2`` as the staged kernel does, reads every chunk again to store it and only then, if a row follows, expects
+    and loads that row's quarters 2 and 3. (Quarter 1 is loaded into registers by ld.global: no barrier, no buffer.)
+    Each CTA is one thread here: the kernel's ``gl.barrier()`` before each TMA is what puts every warp's reads before
+    it (and before the next row's pairs). ``early_load=True`` is the bug of issuing the next row's quarters 2 and 3
+    before the stores have read them; ``early_ahead=True`` that of issuing the next row's quarter 0 before this row's
+    was read."""
     if slots not in (1, 2):
         raise ValueError(f"slots must be 1 (the bug) or 2 (the kernel), got {slots!r}")
     validate.boolean(early_load, "early_load")
+    validate.boolean(early_ahead, "early_ahead")
     validate.count(rows, "rows", high=32)
     spec = ch1.softmax_halves_spec(num_ctas)
-    half = spec.constexprs["BLOCK_N"] // (2 * num_ctas)
-    chunks = half // spec.constexprs["CHUNK"]
-    stage = half * 4                                                         # fp32: the second half of a CTA's slice
+    q = spec.constexprs["BLOCK_N"] // (4 * num_ctas)
+    chunks = q // spec.constexprs["CHUNK"]
+    quarter = q * 4                                                           # fp32: a quarter of a CTA's slice
     p = Protocol(f"softmax in halves, {num_ctas} CTAs, {rows} row(s)" + ("" if slots == 2 else ", one slot")
-                 + (", next row loaded early" if early_load else ""), num_ctas,
+                 + (", next row loaded early" if early_load else "")
+                 + (", next quarter 0 loaded before the read" if early_ahead else ""), num_ctas,
                  ("softmax_halves", {"num_ctas": num_ctas}, "sm_90a"), compiler_cluster_barriers=1)
     p.runtime = {"M": rows}                                # one program: every row is its own
+    every = tuple(range(chunks))
 
-    def load(t, version, phase, site):
-        t.expect(ready, stage, phase, site=f"expect {site}")
-        t.tma_load(ready, [("stage", tuple(range(chunks)), version, [], stage)], phase, site=f"tma_load {site}")
+    def load_ahead(t, r, site):
+        t.expect(early, quarter, r, site=f"expect {site}")
+        t.tma_load(early, [("ahead", 0, r + 1, [], quarter)], r, site=f"tma_load {site}")
 
+    def load_back(t, r, site):
+        t.expect(ready, 2 * quarter, r, site=f"expect {site}")
+        t.tma_load(ready, [("third", every, 2 * r + 1, [], quarter)], r, site=f"tma_load third {site}")
+        t.tma_load(ready, [("fourth", every, 2 * r + 1, [], quarter)], r, site=f"tma_load fourth {site}")
+
+    early = p.barrier("early")
     ready = p.barrier("ready")
     landed = p.barrier("landed", 2)
     for c in range(num_ctas):
         t = p.thread(c, "main")
-        load(t, 1, 0, "the first row")
+        load_ahead(t, 0, "early, the first row")
+        load_back(t, 0, "ready, the first row")
         for r in range(rows):
             slot, lap = (r % 2, r // 2) if slots == 2 else (0, r)
+            t.wait(early, r, parity=r & 1, site="wait early")
+            if early_ahead and r + 1 < rows:
+                load_ahead(t, r + 1, "early")
+            t.read("ahead", 0, r + 1, site="read ahead")
+            if not early_ahead and r + 1 < rows:
+                load_ahead(t, r + 1, "early")
             t.wait(ready, r, parity=r & 1, site="wait ready")
-            for k in range(chunks):
-                t.read("stage", k, 2 * r + 1, site=f"read stage[{k}] (max)")
-            for k in range(chunks):
-                t.read("stage", k, 2 * r + 1, site=f"read stage[{k}] (exp)")
-                t.write("stage", k, 2 * r + 2, site=f"write stage[{k}] (exp)")
+            for buf in ("third", "fourth"):
+                for k in range(chunks):
+                    t.read(buf, k, 2 * r + 1, site=f"read {buf}[{k}] (max)")
+            for buf in ("third", "fourth"):
+                for k in range(chunks):
+                    t.read(buf, k, 2 * r + 1, site=f"read {buf}[{k}] (exp)")
+                    t.write(buf, k, 2 * r + 2, site=f"write {buf}[{k}] (exp)")
             if early_load and r + 1 < rows:
-                load(t, 2 * r + 3, r + 1, "ready")
+                load_back(t, r + 1, "ready")
             _exchange_row(t, landed, slot, lap, num_ctas)
-            for k in range(chunks):
-                t.read("stage", k, 2 * r + 2, site=f"read stage[{k}] (store)")
+            for buf in ("third", "fourth"):
+                for k in range(chunks):
+                    t.read(buf, k, 2 * r + 2, site=f"read {buf}[{k}] (store)")
             if not early_load and r + 1 < rows:
-                load(t, 2 * r + 3, r + 1, "ready")
+                load_back(t, r + 1, "ready")
+        t.invalidate(early, site="invalidate early")
         t.invalidate(ready, site="invalidate ready")
         t.invalidate(landed[0], site="invalidate landed[0]")
         t.invalidate(landed[1], site="invalidate landed[1]")
