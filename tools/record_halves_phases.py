@@ -8,9 +8,10 @@
 For fp32 rows of 1048576 (softmax_halves_kernel, the picked configuration) and of 524288 (softmax_staged_kernel, the
 picked one), one launch of M rows with the timeline scopes compiled in (after a warm-up launch) under proton's
 instrumentation backend with a buffer in global memory, its output checked against torch before its phases are kept.
-The halves kernel's scopes: load (the first half's loads issued, the wait for the second half, its max read from
-shared memory, the wait for the first half), local (exp of both halves, the second written back, the sums), exchange,
-store (the second half from shared memory, the next row's TMA, the first half from registers). The staged kernel's:
+The halves kernel's scopes: load (quarter 1's loads issued, the wait for quarter 0 and its read from shared memory,
+the next row's quarter 0 by TMA, the wait for the second half, its max read from shared memory, the wait for quarter
+1), local (exp of both halves, the second written back, the sums), exchange, store (the second half from shared
+memory, the next row's second half by TMA, the first half from registers). The staged kernel's:
 load (the wait for the staged row, its read, the next row's TMA), local, exchange, store. Writes
 ``softmax_halves_phases.json`` (median, min and max of every scope in every CTA rank, over the warps and rows of that
 rank, and the plain kernel's GB/s over TIMED_ROWS rows, timed without scopes).
