@@ -1,4 +1,4 @@
-"""The bf16 recorders of chapter 1 (tools/record_bf16_diagnosis.py, tools/record_bf16_stalls.py) without a GPU: the
+"""The bf16 recorders of chapter 1 (tools/record_bf16_diagnosis.py, tools/record_bf16_stalls.py) and the async-copy probe without a GPU: the
 variant they time is still one edit of today's kernel, and the stall table is read from ncu's CSV as recorded."""
 import csv
 import inspect
@@ -92,3 +92,31 @@ def test_the_timing_recorders_save_what_a_results_record_needs(tmp_path):
     assert r["method"]["timer"].startswith("measure.timing.time_ms") and r["method"]["clock"]["clock_mhz"] == 1980.0
     assert r["method"]["command"] == "python3 tools/x.py --out <dir>" and list(results.records(r)) == [
         {"N": 1, "gbps": 2.0}]
+
+
+def test_the_async_copy_probe_copies_the_next_row_by_cp_async_in_balanced_slices():
+    """tools/record_async_copy_probe.py times what its record says: the next row by cp.async (16 bytes a copy, no
+    register loads, no TMA), no spill, and slices that cover N in whole vectors with at most one vector a CTA to spare
+    (balanced) or the tile's split."""
+    import record_async_copy_probe as probe
+
+    from multicta_kernels import lens
+    from multicta_kernels import softmax as sm
+    cfg = sm.make_config(200000, 16, 8, 1, "float32")
+    assert probe.slice_of(200000, cfg, True) == 12500 and probe.slice_of(200000, cfg, False) == 16384
+    bf = sm.make_config(200000, 16, 4, 1, "bfloat16")
+    assert probe.slice_of(200000, bf, True) == 12504            # whole 8-value vectors: 16 x 12504 >= 200000
+    extra = cfg.exchange_layouts()
+    sig = {"x_ptr": "*fp32", "out_ptr": "*fp32", "M": "i32", "n_div": "i32", "x_stride_div": "i32",
+           "out_stride_div": "i32", **{k: "constexpr" for k in ("BLOCK_N", "SLICE", "ALIGN", "layout", *extra,
+                                                                 "stage_view")}}
+    spec = lens.KernelSpec(name="async_copy_probe", fn=probe.probe_kernel, signature=sig,
+                           constexprs={"BLOCK_N": cfg.block_n, "SLICE": 12500, "ALIGN": cfg.vec, "layout": cfg.layout,
+                                       **extra, "stage_view": cfg.stage_layouts()["stage_view"]},
+                           options={"num_warps": 8, "num_ctas": 16}, expect=(), divisible=("x_ptr", "out_ptr"))
+    k = lens.compile(spec)
+    got = k.census(["cp.async.cg.shared.global", "cp.async.bulk", "ld.global", "st.async", "cp.async.wait_group"])
+    # 64 values a thread, 16 bytes a copy: 16 copies for the first row, 16 in the loop for the next
+    assert got == {"cp.async.cg.shared.global": 32, "cp.async.bulk": 0, "ld.global": 0, "st.async": 2,
+                   "cp.async.wait_group": 2}, got
+    assert k.resources()["spill_stores"] == 0
