@@ -120,3 +120,14 @@ def test_the_async_copy_probe_copies_the_next_row_by_cp_async_in_balanced_slices
     assert got == {"cp.async.cg.shared.global": 32, "cp.async.bulk": 0, "ld.global": 0, "st.async": 2,
                    "cp.async.wait_group": 2}, got
     assert k.resources()["spill_stores"] == 0
+
+
+def test_the_async_copy_probe_measures_within_the_staged_kernels_limits():
+    """The probe times only slices the staged kernel would stage (at most STAGED_MAX_BYTES, at least
+    STAGED_MIN_PER_CTA columns a CTA), with 16 values a thread or more."""
+    import record_async_copy_probe as probe
+
+    from multicta_kernels import softmax as sm
+    assert probe.fits(sm.make_config(200000, 16, 8, 1, "float32"), 4)          # 64 KiB a CTA
+    assert not probe.fits(sm.make_config(100000, 2, 16, 1, "float32"), 4)      # 256 KiB a CTA
+    assert not probe.fits(sm.make_config(50000, 16, 16, 1, "float32"), 4)      # 8 values a thread

@@ -102,21 +102,23 @@ def slice_of(N: int, cfg, balanced: bool) -> int:
 
 def launch(x, out, cfg, balanced: bool):
     """(run, resident clusters) of probe_kernel on x at cfg, as many clusters as fit at once."""
-    from multicta_kernels.core.occupancy import max_clusters
     M, N = x.shape
     align = sm.alignment(N, x, out, cfg.vec)
     meta = dict(BLOCK_N=cfg.block_n, SLICE=slice_of(N, cfg, balanced), ALIGN=align, layout=cfg.layout,
                 **cfg.exchange_layouts(), stage_view=cfg.stage_layouts()["stage_view"], num_warps=cfg.num_warps,
                 num_ctas=cfg.num_ctas)
     args = (x, out, M, N // align, x.stride(0) // align, out.stride(0) // align)
-    resident = max(1, max_clusters(probe_kernel.warmup(*args, **meta, grid=(1,)), cfg.num_ctas))
+    resident = sm.resident_programs(probe_kernel, args, meta, cfg)
     grid = (min(M, resident),)
     return (lambda: probe_kernel[grid](*args, **meta)), resident
 
 
 def fits(cfg, itemsize: int) -> bool:
+    """The staged kernel's limits on a CTA's slice of the tile (check_staged's, less its power-of-two width), and 16
+    values a thread or more."""
     per = cfg.block_n // cfg.num_ctas
-    return per * itemsize <= 128 * 1024 and per >= 256 and cfg.values_per_thread >= 16
+    return (per * itemsize <= sm.STAGED_MAX_BYTES and per >= sm.STAGED_MIN_PER_CTA
+            and cfg.values_per_thread >= 16)
 
 
 def main(argv=None) -> None:
