@@ -59,6 +59,7 @@ class Ring:
     TILE_WIDTH: gl.constexpr
     INSTRUMENT: gl.constexpr                # timeline scopes (no code unless proton records)
     LOAD_POLICY: gl.constexpr               # L2 eviction hint of the A and B loads (None: no hint)
+    SPLIT_K: gl.constexpr                   # K slices per tile; > 1: c_desc is the fp32 partials' workspace
 
     @gluon.jit
     def tiles(self):
@@ -68,7 +69,30 @@ class Ring:
 
     @gluon.jit
     def k_steps(self):
-        return gl.cdiv(self.K, self.a_desc.block_shape[1])
+        """K steps of one work unit: a tile's whole K, or one of its SPLIT_K slices (plan() checks they divide)."""
+        return gl.cdiv(self.K, self.a_desc.block_shape[1]) // self.SPLIT_K
+
+    @gluon.jit
+    def units(self):
+        m_tiles, n_tiles = self.tiles()
+        return m_tiles * n_tiles * self.SPLIT_K
+
+    @gluon.jit
+    def unit(self, u):
+        """Work unit u: the offsets of its A rows and B columns, its first K step, and the row where its
+        output goes. Unit u is slice u // tiles of tile u % tiles, so the units running at once share a K
+        slice (the same columns of A, the same rows of B in L2). Slice s of the partials starts at row
+        s * m_tiles * TM of the workspace: every slice's rows are padded to whole tiles."""
+        TM: gl.constexpr = self.a_desc.block_shape[0]
+        TN: gl.constexpr = self.b_desc.block_shape[1]
+        if self.SPLIT_K == 1:
+            tm, tn = self.tile(u)
+            return tm * TM, tn * TN, 0, tm * TM
+        else:
+            m_tiles, n_tiles = self.tiles()
+            tm, tn = self.tile(u % (m_tiles * n_tiles))
+            ks = u // (m_tiles * n_tiles)
+            return tm * TM, tn * TN, ks * self.k_steps(), (ks * m_tiles + tm) * TM
 
     @gluon.jit
     def tile(self, lin):
@@ -95,7 +119,7 @@ class Ring:
 @gluon.jit
 def _ring(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr, RELEASE: gl.constexpr, MINOR_DIM: gl.constexpr,
           TILE_WIDTH: gl.constexpr, group_all: gl.constexpr, INSTRUMENT: gl.constexpr = False,
-          LOAD_POLICY: gl.constexpr = None):
+          LOAD_POLICY: gl.constexpr = None, SPLIT_K: gl.constexpr = 1):
     """Allocate the ring's buffers and initialise its barriers (RELEASE: chapter 3's modes)."""
     a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_shape, a_desc.layout)
     b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_shape, b_desc.layout)
@@ -103,7 +127,7 @@ def _ring(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr, RELEASE: gl.con
     # A launch turns a size equal to 1 into a constant (M = 1 is a decode-shaped GEMM); the ring's
     # fields are tensors, so make it one again.
     return Ring(a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, empty, go, gl.to_tensor(M), gl.to_tensor(N),
-                gl.to_tensor(K), STAGES, MINOR_DIM, TILE_WIDTH, INSTRUMENT, LOAD_POLICY)
+                gl.to_tensor(K), STAGES, MINOR_DIM, TILE_WIDTH, INSTRUMENT, LOAD_POLICY, SPLIT_K)
 
 
 @gluon.jit
@@ -186,14 +210,11 @@ def pipelined_matmul_kernel(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexp
 
 @gluon.jit
 def producer_partition(r):
-    m_tiles, n_tiles = r.tiles()
     k_steps = r.k_steps()
     it = 0
-    for lin in range(gl.program_id(0), m_tiles * n_tiles, gl.num_programs(0)):
-        tm, tn = r.tile(lin)                                     # once per tile, not per K step
-        off_m = tm * r.a_desc.block_shape[0]
-        off_n = tn * r.b_desc.block_shape[1]
-        for k in range(k_steps):
+    for lin in range(gl.program_id(0), r.units(), gl.num_programs(0)):
+        off_m, off_n, k0, _ = r.unit(lin)                        # once per tile, not per K step
+        for k in range(k0, k0 + k_steps):
             s, phase = stage_of(it, r.STAGES)
             if it >= r.STAGES:                                   # the stage was used before: wait for
                 with scope("wait_free", r.INSTRUMENT):           # every CTA of the cluster to free it
@@ -217,13 +238,12 @@ def consumer_partition(r, c_smem, turn, acc_layout: gl.constexpr, WHICH: gl.cons
     that ran more than one lap of the ring ahead would see an old phase as complete."""
     TM: gl.constexpr = r.a_desc.block_shape[0]
     TN: gl.constexpr = r.b_desc.block_shape[1]
-    m_tiles, n_tiles = r.tiles()
     k_steps = r.k_steps()
     first = gl.program_id(0)
     stride = gl.num_programs(0)
     acc = gl.zeros([TM, TN], gl.float32, acc_layout)
     j = 0                                                        # this consumer's tile count
-    for lin in range(first + WHICH * stride, m_tiles * n_tiles, CONSUMERS * stride):
+    for lin in range(first + WHICH * stride, r.units(), CONSUMERS * stride):
         if CONSUMERS == 2:                                       # my turn: the other issued its last tile
             with scope("turn", r.INSTRUMENT):
                 if WHICH == 1:
@@ -247,8 +267,8 @@ def consumer_partition(r, c_smem, turn, acc_layout: gl.constexpr, WHICH: gl.cons
         with scope("epilogue", r.INSTRUMENT):
             acc = hopper.warpgroup_mma_wait(0, deps=[acc])
             mbarrier.arrive(r.empty.index((it - 1) % r.STAGES))
-            tm, tn = r.tile(lin)
-            store_tile(r.c_desc, c_smem, acc, tm * TM, tn * TN, SPLIT, WHICH * (2 if SPLIT > 1 else 1), STORE_POLICY)
+            _, off_n, _, row = r.unit(lin)
+            store_tile(r.c_desc, c_smem, acc, row, off_n, SPLIT, WHICH * (2 if SPLIT > 1 else 1), STORE_POLICY)
     tma.store_wait(0)
 
 
@@ -256,9 +276,10 @@ def consumer_partition(r, c_smem, turn, acc_layout: gl.constexpr, WHICH: gl.cons
 def hopper_matmul_kernel(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr, MINOR_DIM: gl.constexpr,
                          TILE_WIDTH: gl.constexpr, SPLIT: gl.constexpr, CONSUMERS: gl.constexpr,
                          acc_layout: gl.constexpr, group_all: gl.constexpr, INSTRUMENT: gl.constexpr = False,
-                         LOAD_POLICY: gl.constexpr = None, STORE_POLICY: gl.constexpr = None):
+                         LOAD_POLICY: gl.constexpr = None, STORE_POLICY: gl.constexpr = None,
+                         SPLIT_K: gl.constexpr = 1):
     r = _ring(a_desc, b_desc, c_desc, M, N, K, STAGES, 1, MINOR_DIM, TILE_WIDTH, group_all, INSTRUMENT,  # inits
-              LOAD_POLICY)
+              LOAD_POLICY, SPLIT_K)
     c_smem = _staging(c_desc, SPLIT, CONSUMERS)                                               # warp_specialize
     if CONSUMERS == 1:
         gl.warp_specialize([(consumer_partition, (r, c_smem, r.ready, acc_layout, 0, 1, SPLIT, STORE_POLICY)),
@@ -270,6 +291,27 @@ def hopper_matmul_kernel(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr, 
         gl.warp_specialize([(producer_partition, (r,)),
                             (consumer_partition, (r, c_smem, turn, acc_layout, 0, 2, SPLIT, STORE_POLICY)),
                             (consumer_partition, (r, c_smem, turn, acc_layout, 1, 2, SPLIT, STORE_POLICY))], [4, 4], [232, 232])
+
+
+# ------------------------------------------------------------------- 3. split-K: the partials' sum
+
+@gluon.jit
+def split_k_sum_kernel(ws_ptr, out_ptr, M, N, slice_rows, out_stride, SPLIT_K: gl.constexpr, BM: gl.constexpr,
+                       BN: gl.constexpr, layout: gl.constexpr):
+    """out = the SPLIT_K fp32 partials summed in K order, rounded once to out's dtype. Partial s of row m is
+    row s * slice_rows + m of the workspace (row stride N)."""
+    rows = gl.program_id(0) * BM + gl.arange(0, BM, gl.SliceLayout(1, layout))
+    cols = gl.program_id(1) * BN + gl.arange(0, BN, gl.SliceLayout(0, layout))
+    mask = (rows < M)[:, None] & (cols < N)[None, :]
+    at = rows[:, None] * N + cols[None, :]
+    acc = gl.load(ws_ptr + at, mask=mask)
+    for s in gl.static_range(1, SPLIT_K):
+        acc += gl.load(ws_ptr + s * slice_rows * N + at, mask=mask)
+    gl.store(out_ptr + rows[:, None] * out_stride + cols[None, :], acc.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+SUM_BLOCK = (32, 128)         # the sum kernel's tile: 4 warps, 4 consecutive fp32 (16 bytes) a thread and a row
+SUM_LAYOUT = gl.BlockedLayout([1, 4], [1, 32], [4, 1], [1, 0])
 
 
 # Defaults: the configuration that was fastest at most shapes measured on the H200 (results/h200/hopper_matmul*.json,
@@ -301,6 +343,7 @@ class HopperPlan:
     persistent: bool = True         # as many clusters as fit at once (False: one per tile)
     l2_hints: bool = False          # evict_last on the A and B loads, evict_first on the C stores
     instrument: bool = False        # timeline scopes compiled in (warp-specialised kernel)
+    split_k: int = 1                # K slices per tile: > 1 writes fp32 partials, summed by a second kernel
 
     @property
     def tile_m(self) -> int:
@@ -315,9 +358,18 @@ class HopperPlan:
         return 4 if self.consumers == 2 else self.block_m // 16
 
     @property
+    def out_dtype(self):                    # what the epilogue stores: the output, or split-K's fp32 partials
+        return gl.float32 if self.split_k > 1 else self.dtype
+
+    @property
     def smem_bytes(self) -> int:
         staging = self.consumers * (1 if self.split == 1 else 2) * self.block_m * self.epilogue_n
-        return 2 * (self.stages * (self.block_m * self.block_k + self.block_k * self.block_n) + staging) + 1024
+        out_bytes = 4 if self.split_k > 1 else 2
+        return 2 * self.stages * (self.block_m * self.block_k + self.block_k * self.block_n) + out_bytes * staging + 1024
+
+    def slice_rows(self, M: int) -> int:
+        """Rows of one K slice in split-K's workspace: M padded to whole tiles."""
+        return math.ceil(M / self.tile_m) * self.tile_m
 
     def _bases(self):
         acc = stacked_along_m(self.num_ctas)                      # CTAs stacked along M ...
@@ -333,7 +385,7 @@ class HopperPlan:
 
     @property
     def c(self):
-        return nvmma_layout([self.tile_m, self.epilogue_n], self.dtype, self._bases()[0])
+        return nvmma_layout([self.tile_m, self.epilogue_n], self.out_dtype, self._bases()[0])
 
     @property
     def kernel(self):
@@ -347,7 +399,7 @@ class HopperPlan:
                     acc_layout=acc, group_all=group_barrier_layout(self.num_ctas),
                     LOAD_POLICY=EVICT_LAST if self.l2_hints else None, STORE_POLICY=EVICT_FIRST if self.l2_hints else None)
         if self.warp_specialize:
-            return dict(meta, CONSUMERS=self.consumers, INSTRUMENT=self.instrument)
+            return dict(meta, CONSUMERS=self.consumers, INSTRUMENT=self.instrument, SPLIT_K=self.split_k)
         return dict(meta, RELEASE=RELEASE_GATHER if self.num_ctas > 1 else RELEASE_NONE)
 
 
@@ -364,6 +416,7 @@ def plan(M, N, K, dtype, **options) -> HopperPlan:
     validate.count(p.tile_width, "tile_width", high=1 << 16)
     validate.optional_count(p.epilogue_n, "epilogue_n", high=256)
     validate.one_of(p.consumers, "consumers", (1, 2))
+    validate.count(p.split_k, "split_k", high=16)
     for flag in ("warp_specialize", "persistent", "l2_hints", "instrument"):
         validate.boolean(getattr(p, flag), flag)
     if p.block_n & (p.block_n - 1) or not 8 <= p.block_n <= 256:
@@ -376,6 +429,16 @@ def plan(M, N, K, dtype, **options) -> HopperPlan:
         raise ValueError(f"epilogue_n = {p.epilogue_n} must be block_n / 1, 2, 4 or 8 (got block_n = {p.block_n})")
     if K < 1 or K % 8 or N % 8:
         raise ValueError(f"K and N must be positive multiples of 8 (16-byte aligned rows for TMA), got K={K}, N={N}")
+    steps = math.ceil(K / p.block_k)
+    if p.split_k > 1 and not p.warp_specialize:
+        raise ValueError("split_k > 1 needs warp_specialize=True (the pipelined kernel walks whole tiles)")
+    if steps % p.split_k:
+        fits = [d for d in range(1, 17) if steps % d == 0]
+        raise ValueError(f"split_k = {p.split_k} must divide a tile's K steps (ceil(K / block_k) = {steps}): "
+                         f"one of {fits}")
+    if p.split_k > 1 and p.split_k * p.slice_rows(M) * N >= 2 ** 31:
+        raise ValueError(f"split_k = {p.split_k}: the fp32 partials ({p.split_k} x {p.slice_rows(M)} x {N}) need "
+                         "2**31 elements or more (32-bit offsets); use a smaller split_k, or none")
     if p.stages < 2 or p.smem_bytes > SMEM_PER_CTA:
         raise ValueError(f"{p.stages} stages need {p.smem_bytes // 1024} KiB of shared memory per CTA (at most "
                          f"{SMEM_PER_CTA // 1024} KiB, at least 2 stages): use fewer stages, a smaller "
@@ -403,6 +466,15 @@ SHORT_K_CONFIG = dict(num_ctas=1, consumers=2, block_m=128, block_n=128, stages=
 # 128 x 14336 x 4096 (56 tiles) 1.3x; at 4096 x 3584 x 18944 (a gain of 8/7) the default was faster
 # (results/h200/hopper_matmul_shapes.json).
 PINGPONG_GAIN = 1.2
+# Split-K where even the ping-pong's tiles leave most SMs idle: each tile's K is cut into split_k slices, one work
+# unit each, so tiles * split_k units fill the SMs. The fp32 partials cost a second kernel that reads them back
+# (8 to 17 microseconds on the H200 at the shapes measured: tools/explore_split_k.py), so a split is taken only where
+# the K it takes off each tile's critical path, K * (1 - 1 / split_k), is SPLIT_K_SAVED or more: at 128 x 4096 x
+# 14336 (32 tiles, split_k 4, 10752 of K saved) the split ran 1.5x faster; at 1024^3 (64 tiles, split_k 2, 512)
+# 1.5x slower. Its configuration is the ping-pong's with one stage fewer and 32-column store slices: fp32 staging
+# buffers are twice the size.
+SPLIT_K_SAVED = 8192
+SPLIT_K_CONFIG = dict(SHORT_K_CONFIG, stages=4, epilogue_n=32)
 
 
 def _share(tiles: int, sms: int) -> Fraction:
@@ -417,9 +489,19 @@ def balance(tiles: int, sms: int) -> float:
     return float(_share(tiles, sms))
 
 
+def split_k_for(M: int, N: int, K: int, sms: int) -> int:
+    """The K slices the pick cuts each ping-pong tile into (1: none): the largest of 8, 4 and 2 that divides the
+    tile's K steps, keeps tiles * split_k within one wave of ``sms`` and saves SPLIT_K_SAVED of K or more."""
+    tiles = math.ceil(M / SHORT_K_CONFIG["block_m"]) * math.ceil(N / SHORT_K_CONFIG["block_n"])
+    steps = math.ceil(K / CONFIG["block_k"])
+    fits = [s for s in (8, 4, 2) if steps % s == 0 and tiles * s <= sms and K - K // s >= SPLIT_K_SAVED]
+    return fits[0] if fits else 1
+
+
 def pick_config(K: int, M: int | None = None, N: int | None = None, sms: int | None = None) -> dict:
     """The options ``hopper_matmul(a, b)`` uses when given none: SHORT_K_CONFIG up to K = SHORT_K, or (with the
-    shape and the GPU's SM count) where its tiles balance the SMs PINGPONG_GAIN times better than the default's
+    shape and the GPU's SM count) SPLIT_K_CONFIG with ``split_k_for``'s slices where that is more than 1, or
+    SHORT_K_CONFIG where its tiles balance the SMs PINGPONG_GAIN times better than the default's
     (:func:`balance`); else CONFIG."""
     validate.count(K, "K", high=1 << 31)
     for v, name in ((M, "M"), (N, "N"), (sms, "sms")):
@@ -427,6 +509,9 @@ def pick_config(K: int, M: int | None = None, N: int | None = None, sms: int | N
     if K <= SHORT_K:
         return dict(SHORT_K_CONFIG)
     if M is not None and N is not None and sms is not None:
+        split = split_k_for(M, N, K, sms)
+        if split > 1:
+            return dict(SPLIT_K_CONFIG, split_k=split)
         default = math.ceil(M / CONFIG["block_m"]) * math.ceil(N / CONFIG["block_n"])
         pingpong = math.ceil(M / SHORT_K_CONFIG["block_m"]) * math.ceil(N / SHORT_K_CONFIG["block_n"])
         if _share(pingpong, sms) >= Fraction(PINGPONG_GAIN).limit_denominator(1000) * _share(default, sms):
@@ -442,8 +527,9 @@ def prepare(a, b, out=None, *, programs: int | None = None, **config):
     validate.optional_count(programs, "programs", high=1 << 20)
     M, N, K = check_operands(a, b)
     p = plan(M, N, K, gl_dtype(a), **(config or pick_config(K, M, N, hardware.device().sms)))
-    call = prepare_matmul(a, b, out, p, WGMMA, "hopper_matmul")
-    tiles = math.ceil(call.M / p.tile_m) * math.ceil(call.N / p.block_n)
+    call = prepare_matmul(a, b, out, p, WGMMA, "hopper_matmul",
+                          partials=(p.split_k * p.slice_rows(M), N) if p.split_k > 1 else None)
+    tiles = math.ceil(call.M / p.tile_m) * math.ceil(call.N / p.block_n) * p.split_k     # work units
     args = dict(a_desc=call.a_desc, b_desc=call.b_desc, c_desc=call.c_desc, M=call.M, N=call.N, K=call.K,
                 **p.constexprs())
     args = [args[name] for name in p.kernel.arg_names]
@@ -452,12 +538,25 @@ def prepare(a, b, out=None, *, programs: int | None = None, **config):
         programs = max_clusters(compiled, p.num_ctas) if p.persistent else tiles
     run = compiled[(min(tiles, programs), 1, 1)]
     out = call.out
+    total = _split_k_sum(call, p) if p.split_k > 1 else (lambda: None)
 
     def launch():
         run(*args)
+        total()
         return out
     launch.grid = min(tiles, programs)
+    launch.parts = {"matmul": lambda: run(*args), "sum": total}     # for timing each launch alone
     return launch
+
+
+def _split_k_sum(call, p):
+    """The second launch of a split-K matmul, compiled once: the partials in call.partials summed into call.out."""
+    BM, BN = SUM_BLOCK
+    args = (call.partials, call.out, call.M, call.N, p.slice_rows(call.M), call.out.stride(0), p.split_k, BM, BN,
+            SUM_LAYOUT)
+    grid = (math.ceil(call.M / BM), math.ceil(call.N / BN), 1)
+    run = split_k_sum_kernel.warmup(*args, grid=grid, num_warps=4)[grid]
+    return lambda: run(*args)
 
 
 def hopper_matmul(a, b, out=None, *, programs: int | None = None, **config):
@@ -465,7 +564,8 @@ def hopper_matmul(a, b, out=None, *, programs: int | None = None, **config):
     block_m/block_n/block_k (per-CTA tile), stages, num_ctas (CTAs per cluster sharing B by multicast),
     minor_dim/tile_width (planar-snake order), epilogue_n (store slice width), consumers (2 = ping-pong),
     warp_specialize, persistent (as many clusters as fit on the GPU at once, or one per tile), l2_hints
-    (evict_last on A and B, evict_first on C). With no options, ``pick_config(K, M, N, SMs)`` chooses.
+    (evict_last on A and B, evict_first on C), split_k (K slices per tile, each unit of work one slice of
+    one tile, their fp32 partials summed by a second kernel). With no options, ``pick_config(K, M, N, SMs)`` chooses.
     ``programs`` overrides the number of clusters launched."""
     return prepare(a, b, out, programs=programs, **config)()
 

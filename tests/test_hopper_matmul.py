@@ -14,6 +14,7 @@ from multicta_kernels.benchmarks import hopper_matmul as hm_bench
 from multicta_kernels import lens
 from multicta_kernels.core import dtypes
 from multicta_kernels.core.accuracy import assert_matmul_close, poisoned
+from triton.experimental.gluon import language as gl
 
 CONFIGS = {**hm.VARIANTS, **hm.ABLATION, "sub-tiled epilogue": dict(epilogue_n=64, stages=4),
            "bm64 bn128": dict(block_m=64, block_n=128, stages=4)}
@@ -42,10 +43,86 @@ def test_ping_pong_gives_each_consumer_a_warpgroup_and_registers():
                                       ({"block_n": 512}, "power of two from 8 to 256"), ({"stages": 5}, "shared memory"),
                                       ({"block_k": 128}, "32 or 64"), ({"consumers": 2}, "ping-pong"),
                                       ({"epilogue_n": 48}, "epilogue_n"),
-                                      ({"consumers": 2, "block_m": 64, "warp_specialize": False}, "ping-pong")])
+                                      ({"consumers": 2, "block_m": 64, "warp_specialize": False}, "ping-pong"),
+                                      ({"split_k": 3}, r"split_k = 3 must divide a tile's K steps \(ceil\(K / block_k\) "
+                                                       r"= 64\): one of \[1, 2, 4, 8, 16\]"),
+                                      ({"split_k": 2, "warp_specialize": False}, "warp_specialize=True"),
+                                      ({"split_k": 0}, "split_k"), ({"split_k": 2}, "shared memory")])
 def test_plan_messages(cfg, msg):
     with pytest.raises(ValueError, match=msg):
         hm.hopper_matmul_spec(**cfg)
+
+
+SPLIT_K = {f"split-K {s}": dict(hm.SPLIT_K_CONFIG, split_k=s) for s in (2, 4, 8)} | {
+    "split-K 2, 128 x 256": dict(split_k=2, epilogue_n=64), "split-K 2, 2-CTA": dict(split_k=2, num_ctas=2, epilogue_n=64)}
+
+
+@pytest.mark.parametrize("name", sorted(SPLIT_K))
+def test_split_k_compiles_with_fp32_staging(name):
+    """Split-K's epilogue stages fp32 partials (twice the bytes of fp16), within a CTA's shared memory, no spills."""
+    p = hm.plan(8192, 8192, 4096, dtypes.DTYPES["float16"].gl, **SPLIT_K[name])
+    assert p.out_dtype == gl.float32 and p.c.element_bitwidth == 32
+    k = lens.compile(hm.hopper_matmul_spec(**SPLIT_K[name]), "sm_90a")
+    assert all(k.census(k.spec.expect).values()) and k.census(["ld.local"])["ld.local"] == 0
+    assert k.shared_bytes <= p.smem_bytes < k.shared_bytes + 1024 <= hardware.SMEM_PER_CTA + 1024   # the plan's count
+
+
+@pytest.mark.parametrize("name", ["split-K 4", "split-K 8", "split-K 2, 128 x 256", "split-K 2, 2-CTA", "no split"])
+def test_split_k_units_cover_every_tile_and_k_step_once(name):
+    """The kernel's own program, run on the CPU for every program of a 5-program grid (``program.tma_coordinates``):
+    the producer loads each (tile, K step) exactly once; each unit's partial is stored at the rows of the K slice
+    it loaded, in the tile it loaded, by the consumer whose turn it is; every slice of every tile is stored once."""
+    from collections import Counter
+
+    from multicta_kernels.protocols import models, program
+    cfg = SPLIT_K.get(name, hm.SHORT_K_CONFIG)
+    M, N, K, grid = 300, 520, 1000, 5                      # edge tiles in M and N; K ends inside its last block
+    p = hm.plan(M, N, K, gl.float16, **cfg)
+    proto = models.hopper_matmul(num_ctas=p.num_ctas, consumers=p.consumers)
+    proto.kernel = ("hopper_matmul", cfg, "sm_90a")
+    proto.runtime = {"M": M, "N": N, "K": K, "_grid": grid}
+    TM, TN, BK, S = p.tile_m, p.block_n, p.block_k, p.split_k
+    steps = -(-K // BK) // S
+    loads, stores = Counter(), Counter()
+    for prog in range(grid):
+        ops = program.tma_coordinates(proto, prog)
+        a = [c for part, op, d, c in ops if d == "a_desc"]
+        b = [c for part, op, d, c in ops if d == "b_desc"]
+        units = [[(am, bn, ak // BK) for (am, ak), (bk, bn) in zip(a[i:i + steps], b[i:i + steps])]
+                 for i in range(0, len(a), steps)]
+        assert all(ak == bk for (_, ak), (bk, _) in zip(a, b)), "A and B of one stage at the same K"
+        by_consumer = [[c for part, op, d, c in ops if op == "store" and part == who]
+                       for who in sorted({part for part, op, _, _ in ops if op == "store"})]
+        for j, unit in enumerate(units):
+            (m0, n0, k0), ks = unit[0], unit[0][2] // steps
+            assert [k for _, _, k in unit] == list(range(k0, k0 + steps)) and k0 % steps == 0
+            assert {(m, n) for m, n, _ in unit} == {(m0, n0)}, "one tile a unit"
+            mine = by_consumer[j % len(by_consumer)][j // len(by_consumer) * p.split:][:p.split]
+            assert mine == [(ks * p.slice_rows(M) + m0 if S > 1 else m0, n0 + i * p.epilogue_n)
+                            for i in range(p.split)], f"unit {j} of program {prog}: stored {mine}"
+            loads.update(unit)
+        stores.update(c for who in by_consumer for c in who)
+    m_tiles, n_tiles = -(-M // TM), -(-N // TN)
+    assert loads == Counter((tm * TM, tn * TN, k) for tm in range(m_tiles) for tn in range(n_tiles)
+                            for k in range(steps * S))
+    assert stores == Counter((s * p.slice_rows(M) + tm * TM, tn * TN + i * p.epilogue_n) for s in range(S)
+                             for tm in range(m_tiles) for tn in range(n_tiles) for i in range(p.split))
+
+
+def test_the_split_k_sum_reads_16_bytes_a_load_and_adds_in_k_order():
+    """The second kernel, as launched at 128 x 4096 (N a multiple of 16, so Triton's launch marks it divisible: at
+    other N the loads stay scalar): each thread loads 4 consecutive fp32 (ld.global.v4) of every slice and adds
+    them in slice order, one rounding to the output type at the end."""
+    BM, BN = hm.SUM_BLOCK
+    sig = {"ws_ptr": "*fp32", "out_ptr": "*fp16", "M": "i32", "N": "i32", "slice_rows": "i32", "out_stride": "i32",
+           "SPLIT_K": "constexpr", "BM": "constexpr", "BN": "constexpr", "layout": "constexpr"}
+    spec = lens.KernelSpec("split_k_sum", hm.split_k_sum_kernel, sig,
+                           {"SPLIT_K": 4, "BM": BM, "BN": BN, "layout": hm.SUM_LAYOUT}, {"num_warps": 4},
+                           targets=("sm_90a",), expect=(), divisible=("ws_ptr", "out_ptr"))
+    ptx = lens.compile(lens.specialise(spec, M=128, N=4096, slice_rows=128, out_stride=4096), "sm_90a").ptx
+    loads = re.findall(r"ld\.global[.\w]*\.v4\.b32", ptx)
+    assert len(loads) == 4 * BM * BN // (4 * 128)         # 4 slices x the thread's 8 vectors
+    assert len(re.findall(r"\badd\.f32", ptx)) == 3 * BM * BN // 128 and re.search(r"cvt\.rn\.f16(x2)?\.f32", ptx)
 
 
 def test_against_baseline_picks_the_best_variant_and_the_better_baseline():
@@ -78,6 +155,24 @@ def test_matches_torch(name, M, N, K, dtype):
     b = torch.randn(K, N, device="cuda").to(dtype)
     c = poisoned((M, N), dtype)
     hm.hopper_matmul(a, b, out=c, **CONFIGS[name])
+    assert_matmul_close(c, a, b, name)
+
+
+@pytest.mark.wgmma
+@pytest.mark.parametrize("name", sorted(SPLIT_K))
+@pytest.mark.parametrize("M, N, K, dtype, programs", [(1000, 776, 1024, torch.float16, None),
+                                                      (3000, 2056, 1000, torch.bfloat16, None),
+                                                      (1, 256, 512, torch.float16, None),
+                                                      (17, 8, 1024, torch.bfloat16, None),
+                                                      (128, 4096, 14336, torch.float16, None),
+                                                      (1000, 776, 1024, torch.float16, 3)])
+def test_split_k_matches_torch(name, M, N, K, dtype, programs):
+    """Every K slice lands in its own partial and every partial in the sum: element by element against torch, with
+    edge tiles in M and N, a K (1000) whose last slice ends inside a block, and 3 programs walking many units."""
+    a = torch.randn(M, K, device="cuda").to(dtype)
+    b = torch.randn(K, N, device="cuda").to(dtype)
+    c = poisoned((M, N), dtype)
+    hm.hopper_matmul(a, b, out=c, programs=programs, **SPLIT_K[name])
     assert_matmul_close(c, a, b, name)
 
 
@@ -192,6 +287,13 @@ def test_the_wrapper_picks_the_short_k_configuration_only_up_to_short_k():
     assert hm.pick_config(4096, 1536, 5888, sms=132) == hm.SHORT_K_CONFIG
     assert hm.pick_config(4096, 3072, 3072, sms=132) == hm.SHORT_K_CONFIG
     assert hm.pick_config(4096, 1024, 1024) == {}                            # no SM count (a dry run): by K
+    # split-K: where the ping-pong's tiles fill under half a wave and a split saves SPLIT_K_SAVED of K or more
+    assert hm.pick_config(14336, 128, 4096, sms=132) == dict(hm.SPLIT_K_CONFIG, split_k=4)   # 32 tiles x 4
+    assert hm.pick_config(16384, 512, 512, sms=132) == dict(hm.SPLIT_K_CONFIG, split_k=8)    # 16 tiles x 8
+    assert hm.pick_config(14336, 256, 4096, sms=132) == hm.SHORT_K_CONFIG   # 64 x 2: saves 7168 < 8192
+    assert hm.pick_config(1024, 1024, 1024, sms=132) == hm.SHORT_K_CONFIG   # 64 x 2: saves 512
+    assert hm.pick_config(4096, 128, 14336, sms=132) == hm.SHORT_K_CONFIG   # 112 tiles: a split would be 2 waves
+    assert hm.split_k_for(128, 4096, 28672, sms=64) == 2                    # fewer SMs, fewer slices
     with pytest.raises(ValueError, match="sms must be"):
         hm.pick_config(4096, 1024, 1024, sms=0)
     p = hm.plan(8192, 8192, hm.SHORT_K, dtypes.DTYPES["float16"].gl, **{**hm.CONFIG, **hm.SHORT_K_CONFIG})

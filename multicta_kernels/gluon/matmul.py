@@ -13,7 +13,7 @@ def matmul_spec(name, kernel, plan, num_warps: int, targets: tuple, expect: tupl
     """The lens spec of a persistent matmul from its plan (an 8192 x 8192 x 4096 problem's descriptors)."""
     sig = {"a_desc": descriptor_type(plan.dtype, [plan.tile_m, plan.block_k], plan.a),
            "b_desc": descriptor_type(plan.dtype, [plan.block_k, plan.block_n], plan.b),
-           "c_desc": descriptor_type(plan.dtype, [plan.tile_m, plan.epilogue_n], plan.c),
+           "c_desc": descriptor_type(getattr(plan, "out_dtype", plan.dtype), [plan.tile_m, plan.epilogue_n], plan.c),
            "M": "i32", "N": "i32", "K": "i32", **{k: "constexpr" for k in plan.constexprs()}}
     return lens.KernelSpec(name, kernel, sig, plan.constexprs(), {"num_warps": num_warps, "num_ctas": plan.num_ctas},
                            targets=targets, expect=expect)
@@ -45,13 +45,16 @@ class MatmulCall:
     M: int
     N: int
     K: int
+    partials: object = None     # split-K: the fp32 workspace the epilogue stores (c_desc is over it), or None
 
 
-def prepare_matmul(a, b, out, plan, feature, what: str) -> MatmulCall:
+def prepare_matmul(a, b, out, plan, feature, what: str, partials: tuple | None = None) -> MatmulCall:
     """The shared front of the persistent matmul wrappers, after the wrapper made its ``plan`` (which validated
     the operands' sizes and the configuration): the TMA constraints of the operands and the output, then the
     hardware ``feature``, then where the tensors live; then the output and the descriptors. ``plan`` has
-    ``tile_m``, ``block_k``, ``block_n``, ``epilogue_n`` and the shared layouts ``a``, ``b``, ``c``."""
+    ``tile_m``, ``block_k``, ``block_n``, ``epilogue_n`` and the shared layouts ``a``, ``b``, ``c``. With
+    ``partials`` (a shape), the epilogue's descriptor is over a new fp32 workspace of that shape instead of
+    ``out``."""
     import torch
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
     M, N, K = check_operands(a, b)
@@ -70,6 +73,7 @@ def prepare_matmul(a, b, out, plan, feature, what: str) -> MatmulCall:
         check_on_gpu(t, name)
     if out is None:
         out = torch.empty((M, N), device=a.device, dtype=a.dtype)
+    ws = torch.empty(partials, device=a.device, dtype=torch.float32) if partials else None
     return MatmulCall(plan, out, TensorDescriptor.from_tensor(a, a_box, plan.a),
-                      TensorDescriptor.from_tensor(b, b_box, plan.b), TensorDescriptor.from_tensor(out, c_box, plan.c),
-                      M, N, K)
+                      TensorDescriptor.from_tensor(b, b_box, plan.b),
+                      TensorDescriptor.from_tensor(out if ws is None else ws, c_box, plan.c), M, N, K, ws)

@@ -65,6 +65,9 @@ class Opaque:
     def __repr__(self):
         return "<opaque>"
 
+    def split(self, *args, **kwargs):        # a tensor's split: its two halves
+        return OPAQUE, OPAQUE
+
 
 def _opaque_op(self, *args):
     return OPAQUE
@@ -130,7 +133,8 @@ class Buffer(Opaque):
 class Descriptor(Opaque):
     """A TMA descriptor from the spec's signature: its block shape and bytes per CTA are known."""
 
-    def __init__(self, text):
+    def __init__(self, text, name=None):
+        self.name = name
         m = re.match(r"tensordesc<(\w+)\[([\d,]+)\],(.*)>$", text)
         self.block_shape = [int(x) for x in m.group(2).split(",")]
         elem = {"fp16": 2, "bf16": 2, "fp32": 4, "i32": 4, "i8": 1, "fp8e4nv": 1}.get(m.group(1), 2)
@@ -159,8 +163,9 @@ class ClcAnswer(Opaque):
 # ------------------------------------------------------------------ the recorder and its builtins
 
 class Tracer:
-    def __init__(self, num_ctas: int, cta: int, grid: int, clc_tiles=()):
-        self.num_ctas, self.cta, self.grid = num_ctas, cta, grid
+    def __init__(self, num_ctas: int, cta: int, grid: int, clc_tiles=(), program: int = 0):
+        self.num_ctas, self.cta, self.grid, self.program = num_ctas, cta, grid, program
+        self.coords: list = []          # (partition, "load" or "store", descriptor, coordinate) where it is known
         self.clc_tiles = list(clc_tiles)           # the tiles each partition's successful cancels return, in order
         self.partitions: dict = {}
         self.current = "main"
@@ -217,16 +222,22 @@ def _builtins(tr: Tracer) -> dict:
                          MBarrierLayout=OPAQUE, fence_init_release_cluster=lambda *a, **k: None,
                          sync_cluster_init=lambda *a, **k: None)
 
+    def where(op, desc, coord):
+        if not any(isinstance(c, Opaque) for c in coord):
+            tr.coords.append((tr.current, op, getattr(desc, "name", None), tuple(coord)))
+
     def async_load(desc, coord, bar, smem, pred=True, multicast=False, **kw):
         if _on(pred):
             bases = getattr(desc, "bases", [])
             issuer, to = multicast_group(bases, tr.cta, tr.num_ctas, _known(multicast, "multicast"))
             rec(f"tma_load>{len(to) if issuer == tr.cta else 0}")
+            where("load", desc, coord)
 
     def async_store(desc, coord, smem, pred=True, **kw):
         if _on(pred):
             rec("~async read")
             rec("tma_store")
+            where("store", desc, coord)
 
     tma = Namespace(async_load=async_load, async_store=async_store, store_wait=lambda n=0, **k: rec("store_wait"),
                     tensor_descriptor=OPAQUE)
@@ -299,9 +310,14 @@ def _builtins(tr: Tracer) -> dict:
     def _pick(f):
         return lambda a, b, *r, **k: OPAQUE if isinstance(a, Opaque) or isinstance(b, Opaque) else f(a, b)
 
-    gl = Namespace(constexpr=lambda x=None: x, static_range=range, program_id=lambda axis=0: 0,
+    def where_(cond, x, y, *a, **k):           # on integers (a tile index); a tensor's is opaque
+        if any(isinstance(v, Opaque) for v in (cond, x, y)):
+            return OPAQUE
+        return x if cond else y
+
+    gl = Namespace(constexpr=lambda x=None: x, static_range=range, program_id=lambda axis=0: tr.program,
                    num_programs=lambda axis=0: tr.grid, num_ctas=lambda: tr.num_ctas, to_tensor=lambda x: x,
-                   cdiv=cdiv, minimum=_pick(min), maximum=_pick(max), barrier=lambda *a, **k: rec("~cta barrier"),
+                   cdiv=cdiv, minimum=_pick(min), maximum=_pick(max), where=where_, barrier=lambda *a, **k: rec("~cta barrier"),
                    warp_specialize=warp_specialize, allocate_shared_memory=allocate_shared_memory)
 
     blackwell = {"tcgen05_mma": tcgen05_mma, "tcgen05_commit": tcgen05_commit, "clc": clc,
@@ -401,7 +417,7 @@ def kernel_arguments(protocol: Protocol, fn=None) -> tuple:
         elif arg in spec.constexprs:
             args[arg] = spec.constexprs[arg]
         elif isinstance(kind, str) and kind.startswith("tensordesc<"):
-            args[arg] = Descriptor(kind)
+            args[arg] = Descriptor(kind, arg)
         else:
             args[arg] = OPAQUE
     return fn or spec.fn, args
@@ -417,6 +433,18 @@ def run(protocol: Protocol, cta: int = 0, fn=None, everything: bool = True) -> d
     names = _builtins(tr)
     _python(fn, tr, names, {})(**args)
     return tr.partitions if everything else {k: _visible(v) for k, v in tr.partitions.items()}
+
+
+def tma_coordinates(protocol: Protocol, program: int = 0, cta: int = 0, fn=None) -> list:
+    """[(partition, "load" or "store", descriptor argument, coordinate)]: every TMA copy program ``program`` of the
+    protocol's grid (``runtime["_grid"]`` programs) issues from CTA ``cta``, in order, where its coordinate is
+    known on the CPU (computed from sizes and program ids, not from tensors): which tiles and K steps a
+    program walks, and where its results go."""
+    fn, args = kernel_arguments(protocol, fn)
+    tr = Tracer(protocol.num_ctas, cta, protocol.runtime.get("_grid", 1), protocol.runtime.get("_clc_tiles", ()),
+                program)
+    _python(fn, tr, _builtins(tr), {})(**args)
+    return tr.coords
 
 
 def _same(model_kind: str, kind: str) -> bool:
