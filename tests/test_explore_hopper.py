@@ -56,3 +56,28 @@ def test_record_ncu_turns_a_profile_into_one_row_per_launch(tmp_path):
     path.write_text(path.read_text().rsplit("\n", 3)[0] + "\n")              # a launch missing: refused
     with pytest.raises(ValueError, match="expected 7 profiled kernels"):
         ex.record_ncu(path, tmp_path / "ncu2.json", env)
+
+
+def test_the_split_k_exploration_plans_every_shape_and_is_its_record():
+    """tools/explore_split_k.py: every configuration plans at every shape (each split divides the K steps), it refuses
+    without a Hopper GPU in one line, and results/h200/hopper_matmul_split_k.json holds its variants and shapes, each
+    split's launches timed alone, and the same configurations as SPLIT_K_CONFIG."""
+    import subprocess
+
+    import explore_split_k as sk
+    from multicta_kernels import results
+    from multicta_kernels.core import hardware
+    for M, N, K in sk.SHAPES:
+        for cfg in sk.EXPLORE.values():
+            hm.plan(M, N, K, dtypes.DTYPES["float16"].gl, **cfg)
+    rec = results.load("h200/hopper_matmul_split_k.json")
+    assert rec["method"]["variants"] == sk.EXPLORE and [tuple(r[:3]) for r in rec["rows"]] == sk.SHAPES
+    splits = {n for n, cfg in sk.EXPLORE.items() if cfg.get("split_k", 1) > 1}
+    assert {r["variant"] for r in results.records(rec["tables"]["parts"])} >= splits - {"ping-pong, split_k 8",
+                                                                                      "default, split_k 4"}
+    for s in (2, 4, 8):
+        assert {**hm.CONFIG, **sk.EXPLORE[f"ping-pong, split_k {s}"]} == {**hm.CONFIG, **hm.SPLIT_K_CONFIG, "split_k": s}
+    if not hardware.has(hardware.WGMMA):
+        out = subprocess.run([sys.executable, str(ROOT / "tools" / "explore_split_k.py"), "--out", "/dev/null"],
+                             capture_output=True, text=True)
+        assert out.returncode != 0 and len(out.stderr.strip().splitlines()) == 1, out.stderr

@@ -86,9 +86,20 @@ CHOSE_SHAPES = [(256, 8192, 8192), (1024, 2048, 8192), (384, 5120, 5120), (1536,
                 (768, 8192, 4096)]
 FRESH_SHAPES = [(2560, 2560, 2560), (640, 8192, 8192), (3584, 3584, 4096), (2048, 5120, 4096), (6144, 6144, 2048),
                 (1024, 16384, 2048)]
+# Added after the split-K rule (SPLIT_K_SAVED) was set from 128 x 4096 x 14336 and 1024^3 (tools/explore_split_k.py):
+# two shapes it splits (Llama-3-70B's MLP down projection at 128 tokens: split_k 2; 512 x 512 x 16384: 8) and two
+# just outside it (a split would save 7168 and 2048 of K).
+FRESH_SHAPES += [(128, 8192, 28672), (512, 512, 16384), (256, 4096, 14336), (1024, 1024, 4096)]
 # The wrapper's own choice (no options: pick_config), and the other configurations a better pick could take.
 SHAPE_VARIANTS = {"picked": {}, "1-CTA": hm.VARIANTS["1-CTA"], "2-CTA": hm.VARIANTS["2-CTA"],
                   "ping-pong 128x128, L2 hints": hm.VARIANTS["ping-pong 128x128, L2 hints"]}
+
+
+def pick_label(cfg: dict) -> str:
+    """How a record names what ``pick_config`` chose."""
+    if cfg.get("split_k", 1) > 1:
+        return f"split-K {cfg['split_k']} (ping-pong 128x128)"
+    return "ping-pong 128x128, L2 hints" if cfg else "default (128x256)"
 
 
 def shapes_benchmark(quick: bool = False, log=print) -> dict:
@@ -108,9 +119,8 @@ def shapes_benchmark(quick: bool = False, log=print) -> dict:
             d = dict(zip(c, row))
             base = max(d[b] for b in hm.BASELINES)
             ours = max(d[f"{n}_tflops"] for n in SHAPE_VARIANTS)
-            pick = hm.pick_config(d["K"], d["M"], d["N"], sms)
             rows.append(row + [dtype, round(d["picked_tflops"] / base, 4), round(ours / base, 4),
-                               "ping-pong 128x128, L2 hints" if pick else "default (128x256)",
+                               pick_label(hm.pick_config(d["K"], d["M"], d["N"], sms)),
                                (d["M"], d["N"], d["K"]) in FRESH_SHAPES])
     ratios = [dict(zip(columns, row))["picked_vs_best_baseline"] for row in rows]
     geo = statistics.geometric_mean(ratios)
@@ -120,9 +130,11 @@ def shapes_benchmark(quick: bool = False, log=print) -> dict:
                        "passes": sweeps.SWEEP_METHOD, "dtype": "float16 and bfloat16 in and out, fp32 accumulation",
                        "launch": "prepare(): validated, compiled and descriptors built once; the timer sees launches",
                        "variants": SHAPE_VARIANTS, "pick": {"short_k": hm.SHORT_K, "short_k_config": hm.SHORT_K_CONFIG,
-                                                            "pingpong_gain": hm.PINGPONG_GAIN, "sms": sms},
-                       "fresh": "shapes that played no part in choosing the pick's rule by shape (FRESH_SHAPES); "
-                                "the others' first runs chose it",
+                                                            "pingpong_gain": hm.PINGPONG_GAIN, "sms": sms,
+                                                            "split_k_saved": hm.SPLIT_K_SAVED,
+                                                            "split_k_config": hm.SPLIT_K_CONFIG},
+                       "fresh": "shapes that played no part in choosing the pick's rules by shape (FRESH_SHAPES); "
+                                "the others' first runs chose them",
                        "ratio": "ours / max(cuBLAS, torch.matmul), both measured in the same pass"},
             "ceilings": {"picked_vs_best_baseline_geomean": round(geo, 4),
                          "picked_vs_best_baseline_min": min(ratios)},

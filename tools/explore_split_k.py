@@ -1,0 +1,65 @@
+#!/usr/bin/env python3
+"""Split-K on a Hopper GPU (issue 27): at the shapes where the persistent matmul leaves SMs idle (too few tiles
+for one wave), each configuration with split_k = 1, 2, 4 and 8 against cuBLAS and torch.matmul in the same run;
+every output is checked against cuBLAS's before anything is timed (``sweeps.matmul_sweep``). Then, per split
+configuration, its two launches timed alone (``launch.parts``: the matmul that writes the fp32 partials, the sum
+that reads them back): where a split's time goes. The rule ``hm.split_k_for`` was set from this run.
+
+    bash .device/run python3 tools/explore_split_k.py --out $OUT/hopper_matmul_split_k.json
+"""
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from multicta_kernels import hopper_matmul as hm, results  # noqa: E402
+from multicta_kernels.core.hardware import require_or_exit, WGMMA  # noqa: E402
+from multicta_kernels.measure import sweeps, timing  # noqa: E402
+
+PINGPONG = dict(consumers=2, block_m=128, block_n=128, l2_hints=True)
+EXPLORE = {"ping-pong": dict(PINGPONG, stages=5),
+           **{f"ping-pong, split_k {s}": dict(PINGPONG, stages=4, epilogue_n=32, split_k=s) for s in (2, 4, 8)},
+           "default": {},
+           **{f"default, split_k {s}": dict(epilogue_n=64, split_k=s) for s in (2, 4)}}
+SHAPES = [(128, 4096, 14336), (128, 14336, 4096), (256, 8192, 8192), (512, 6144, 4096), (640, 8192, 8192),
+          (1024, 1024, 1024), (1536, 1536, 1536), (2048, 2048, 2048), (2560, 2560, 2560), (3072, 3072, 3072)]
+
+
+def parts(shapes, dtype="float16") -> list:
+    """[M, N, K, variant, matmul_us, sum_us] for every split variant: each launch of ``launch.parts`` timed alone."""
+    import torch
+    out = []
+    for M, N, K in shapes:
+        a = torch.randn(M, K, device="cuda", dtype=getattr(torch, dtype))
+        b = torch.randn(K, N, device="cuda", dtype=getattr(torch, dtype))
+        for name, cfg in EXPLORE.items():
+            if cfg.get("split_k", 1) > 1:
+                launch = hm.prepare(a, b, **cfg)
+                t = {k: timing.time_ms(f, cudagraph=False, rep=100) * 1e3 for k, f in launch.parts.items()}
+                out.append([M, N, K, name, round(t["matmul"], 2), round(t["sum"], 2)])
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    require_or_exit("explore_split_k", WGMMA)
+    variants = {n: (lambda a, b, c, cfg=cfg: hm.prepare(a, b, c, **cfg)) for n, cfg in EXPLORE.items()}
+    columns, rows = sweeps.matmul_sweep(variants, SHAPES, timing.log, "split-k", "float16")
+    result = {"benchmark": "hopper-matmul-split-k", **results.environment(),
+              "method": {"timer": "triton.testing.do_bench (L2 flushed before each call; CUDA events)",
+                         "statistic": f"median; best of {sweeps.SWEEP_PASSES} passes", "passes": sweeps.SWEEP_METHOD,
+                         "dtype": "float16", "variants": EXPLORE, "defaults": hm.CONFIG,
+                         "launch": "prepare(): the timer sees launches only (a split: the matmul and the sum)",
+                         "parts": "each launch of a split timed alone, L2 flushed before it (microseconds)"},
+              "ceilings": {"cublas_fp16_tflops": {f"{r[0]}x{r[1]}x{r[2]}": r[-2] for r in rows}},
+              "columns": columns, "rows": rows,
+              "tables": {"parts": {"columns": ["M", "N", "K", "variant", "matmul_us", "sum_us"],
+                                   "rows": parts(SHAPES)}}}
+    results.save(result, args.out)
+
+
+if __name__ == "__main__":
+    main()
