@@ -258,8 +258,10 @@ def check_hopper_matmul():
     # With no options the wrapper picks by K: the short-K ping-pong up to hm.SHORT_K, the 1-CTA kernel above.
     _matmul_cases(hm.hopper_matmul, [((1000, 776, 328), {}), ((1, 256, 64), {}), ((520, 776, 1032), {}),
                                      ((700, 520, 200), {"num_ctas": 4}), ((600, 1024, 256), hm.VARIANTS["ping-pong"]),
-                                     ((300, 264, 136), {"warp_specialize": False, "num_ctas": 2})])
-    return "picked by K (both picks), 4 CTAs, ping-pong, non-WS, edge tiles, M = 1"
+                                     ((300, 264, 136), {"warp_specialize": False, "num_ctas": 2}),
+                                     ((300, 520, 1000), dict(hm.SPLIT_K_CONFIG, split_k=4)),
+                                     ((17, 264, 1024), {"split_k": 2, "num_ctas": 2, "epilogue_n": 64})])
+    return "picked by K (both picks), 4 CTAs, ping-pong, non-WS, split-K (ping-pong and 2-CTA), edge tiles, M = 1"
 
 
 CHECKS = {c.name: c for c in [
