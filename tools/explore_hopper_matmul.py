@@ -57,10 +57,10 @@ NCU_METRICS = {
 
 # Copies of the kernel with one part taken away, to see what that part costs. Their outputs are wrong by
 # design (never checked, never compared with cuBLAS): only their times are recorded, beside the real kernel's.
-NEVER = "if tm < 0:   # never true: the copy without the epilogue\n                "
+NEVER = "if row < 0:   # never true: the copy without the epilogue\n                "
 DIAGNOSTICS = {
     "no epilogue (the tile is never stored)": {
-        "store_tile(r.c_desc, c_smem, acc, tm * TM, tn * TN,": NEVER + "store_tile(r.c_desc, c_smem, acc, tm * TM, tn * TN,"},
+        "store_tile(r.c_desc, c_smem, acc, row, off_n,": NEVER + "store_tile(r.c_desc, c_smem, acc, row, off_n,"},
     "no loads after the first lap (operands stay in shared memory)": {
         "                r.load_at(s, off_m, off_n, k)":
             "                if it < r.STAGES:\n                    r.load_at(s, off_m, off_n, k)\n"
