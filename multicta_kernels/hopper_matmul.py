@@ -442,7 +442,8 @@ def plan(M, N, K, dtype, **options) -> HopperPlan:
     if p.stages < 2 or p.smem_bytes > SMEM_PER_CTA:
         raise ValueError(f"{p.stages} stages need {p.smem_bytes // 1024} KiB of shared memory per CTA (at most "
                          f"{SMEM_PER_CTA // 1024} KiB, at least 2 stages): use fewer stages, a smaller "
-                         "epilogue_n or a smaller block_n")
+                         "epilogue_n or a smaller block_n"
+                         + (" (split_k > 1 stages fp32 partials: twice the bytes)" if p.split_k > 1 else ""))
     return p
 
 
@@ -468,7 +469,8 @@ SHORT_K_CONFIG = dict(num_ctas=1, consumers=2, block_m=128, block_n=128, stages=
 PINGPONG_GAIN = 1.2
 # Split-K where even the ping-pong's tiles leave most SMs idle: each tile's K is cut into split_k slices, one work
 # unit each, so tiles * split_k units fill the SMs. The fp32 partials cost a second kernel that reads them back
-# (8 to 17 microseconds on the H200 at the shapes measured: tools/explore_split_k.py), so a split is taken only where
+# (8 to 23 microseconds timed alone on the H200, about 4 in the pipeline at 128 x 4096 x 14336:
+# tools/explore_split_k.py), and where K is short the split's matmul is no faster. So a split is taken only where
 # the K it takes off each tile's critical path, K * (1 - 1 / split_k), is SPLIT_K_SAVED or more: at 128 x 4096 x
 # 14336 (32 tiles, split_k 4, 10752 of K saved) the split ran 1.5x faster; at 1024^3 (64 tiles, split_k 2, 512)
 # 1.5x slower. Its configuration is the ping-pong's with one stage fewer and 32-column store slices: fp32 staging
