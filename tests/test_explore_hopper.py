@@ -62,6 +62,7 @@ def test_the_split_k_exploration_plans_every_shape_and_is_its_record():
     """tools/explore_split_k.py: every configuration plans at every shape (each split divides the K steps), it refuses
     without a Hopper GPU in one line, and results/h200/hopper_matmul_split_k.json holds its variants and shapes, each
     split's launches timed alone, and the same configurations as SPLIT_K_CONFIG."""
+    import json
     import subprocess
 
     import explore_split_k as sk
@@ -72,9 +73,12 @@ def test_the_split_k_exploration_plans_every_shape_and_is_its_record():
             hm.plan(M, N, K, dtypes.DTYPES["float16"].gl, **cfg)
     rec = results.load("h200/hopper_matmul_split_k.json")
     assert rec["method"]["variants"] == sk.EXPLORE and [tuple(r[:3]) for r in rec["rows"]] == sk.SHAPES
-    splits = {n for n, cfg in sk.EXPLORE.items() if cfg.get("split_k", 1) > 1}
-    assert {r["variant"] for r in results.records(rec["tables"]["parts"])} >= splits - {"ping-pong, split_k 8",
-                                                                                      "default, split_k 4"}
+    parts = rec["tables"]["parts"]
+    assert parts["columns"] == sk.PARTS_COLUMNS and rec["tables"]["parts_configs"]["rows"] == [
+        [n, json.dumps(c)] for n, c in sk.PARTS.items()]
+    assert {(r["M"], r["N"], r["K"], r["variant"]) for r in results.records(parts)} == {
+        (*shape, n) for shape in sk.PARTS_SHAPES for n in sk.PARTS}
+    assert "does nothing reads" in rec["method"]["parts"]
     for s in (2, 4, 8):
         assert {**hm.CONFIG, **sk.EXPLORE[f"ping-pong, split_k {s}"]} == {**hm.CONFIG, **hm.SPLIT_K_CONFIG, "split_k": s}
     if not hardware.has(hardware.WGMMA):

@@ -74,39 +74,46 @@ def test_split_k_units_cover_every_tile_and_k_step_once(name):
     it loaded, in the tile it loaded, by the consumer whose turn it is; every slice of every tile is stored once."""
     from collections import Counter
 
-    from multicta_kernels.protocols import models, program
+    from multicta_kernels.protocols import program
     cfg = SPLIT_K.get(name, hm.SHORT_K_CONFIG)
     M, N, K, grid = 300, 520, 1000, 5                      # edge tiles in M and N; K ends inside its last block
     p = hm.plan(M, N, K, gl.float16, **cfg)
-    proto = models.hopper_matmul(num_ctas=p.num_ctas, consumers=p.consumers)
-    proto.kernel = ("hopper_matmul", cfg, "sm_90a")
-    proto.runtime = {"M": M, "N": N, "K": K, "_grid": grid}
     TM, TN, BK, S = p.tile_m, p.block_n, p.block_k, p.split_k
     steps = -(-K // BK) // S
     loads, stores = Counter(), Counter()
-    for prog in range(grid):
-        ops = program.tma_coordinates(proto, prog)
-        a = [c for part, op, d, c in ops if d == "a_desc"]
-        b = [c for part, op, d, c in ops if d == "b_desc"]
-        units = [[(am, bn, ak // BK) for (am, ak), (bk, bn) in zip(a[i:i + steps], b[i:i + steps])]
-                 for i in range(0, len(a), steps)]
-        assert all(ak == bk for (_, ak), (bk, _) in zip(a, b)), "A and B of one stage at the same K"
-        by_consumer = [[c for part, op, d, c in ops if op == "store" and part == who]
-                       for who in sorted({part for part, op, _, _ in ops if op == "store"})]
-        for j, unit in enumerate(units):
+    for prog, units in enumerate(program.hopper_matmul_walk(cfg, M, N, K, grid)):
+        for j, u in enumerate(units):
+            assert u["a"], f"program {prog} stored {u['stores']} for no unit it loaded"
+            assert [ak for _, ak in u["a"]] == [bk for bk, _ in u["b"]], "A and B of one stage at the same K"
+            unit = [(am, bn, ak // BK) for (am, ak), (_, bn) in zip(u["a"], u["b"])]
             (m0, n0, k0), ks = unit[0], unit[0][2] // steps
             assert [k for _, _, k in unit] == list(range(k0, k0 + steps)) and k0 % steps == 0
             assert {(m, n) for m, n, _ in unit} == {(m0, n0)}, "one tile a unit"
-            mine = by_consumer[j % len(by_consumer)][j // len(by_consumer) * p.split:][:p.split]
-            assert mine == [(ks * p.slice_rows(M) + m0 if S > 1 else m0, n0 + i * p.epilogue_n)
-                            for i in range(p.split)], f"unit {j} of program {prog}: stored {mine}"
+            assert u["stores"] == [(ks * p.slice_rows(M) + m0 if S > 1 else m0, n0 + i * p.epilogue_n)
+                                   for i in range(p.split)], f"unit {j} of program {prog}: stored {u['stores']}"
             loads.update(unit)
-        stores.update(c for who in by_consumer for c in who)
+            stores.update(u["stores"])
     m_tiles, n_tiles = -(-M // TM), -(-N // TN)
     assert loads == Counter((tm * TM, tn * TN, k) for tm in range(m_tiles) for tn in range(n_tiles)
                             for k in range(steps * S))
     assert stores == Counter((s * p.slice_rows(M) + tm * TM, tn * TN + i * p.epilogue_n) for s in range(S)
                              for tm in range(m_tiles) for tn in range(n_tiles) for i in range(p.split))
+
+
+@pytest.mark.parametrize("name", ["split-K 4", "split-K 2, 2-CTA"])
+def test_a_split_runs_the_synchronisation_of_the_same_kernel_unsplit(name):
+    """Per loop of the PTX, the split kernel executes the same barrier waits and arrives, fences, CTA barriers and
+    cluster barriers as the kernel with the same stages and store slices and no split (``lens.schedule``): a unit is
+    a shorter tile, and no init fence or cluster barrier enters a loop."""
+    from collections import Counter
+
+    def sync(cfg):
+        k = lens.compile(hm.hopper_matmul_spec(**cfg), "sm_90a")
+        return Counter((r["loop"].source if r["loop"] else "once", r["op"]) for r in lens.schedule(k.ptx))
+    split = sync(SPLIT_K[name])
+    assert split == sync({**SPLIT_K[name], "split_k": 1})
+    assert not [key for key in split if key[0] != "once" and key[1] in ("fence.mbarrier_init", "barrier.cluster.arrive",
+                                                                        "barrier.cluster.wait")]
 
 
 def test_the_split_k_sum_reads_16_bytes_a_load_and_adds_in_k_order():

@@ -148,12 +148,10 @@ def explore(out_path) -> None:
     shapes = [(8192, 8192, k) for k in KS]
     columns, rows = sweeps.matmul_sweep(variants, shapes, timing.log, "explore")
     result = {"benchmark": "hopper-matmul-explore", **results.environment(),
-              "method": {"timer": "triton.testing.do_bench (L2 flushed before each call; CUDA events)",
-                         "statistic": f"median; best of {sweeps.SWEEP_PASSES} passes", "passes": sweeps.SWEEP_METHOD,
-                         "dtype": "float16", "variants": EXPLORE, "defaults": hm.CONFIG,
-                         "launch": "prepare(): the timer sees launches only",
-                         "baseline_kernels": "torch.profiler: the CUDA kernels one call launches"},
-              "ceilings": {"cublas_fp16_tflops": {f"{r[0]}x{r[1]}x{r[2]}": r[-2] for r in rows}},
+              "method": sweeps.matmul_method("float16", EXPLORE, defaults=hm.CONFIG,
+                                             launch="prepare(): the timer sees launches only",
+                                             baseline_kernels="torch.profiler: the CUDA kernels one call launches"),
+              "ceilings": sweeps.cublas_ceiling(rows),
               "baseline_kernels": baseline_kernels(shapes), "columns": columns, "rows": rows}
     results.save(result, out_path)
 

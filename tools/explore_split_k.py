@@ -8,6 +8,7 @@ that reads them back): where a split's time goes. The rule ``hm.split_k_for`` wa
     bash .device/run python3 tools/explore_split_k.py --out $OUT/hopper_matmul_split_k.json
 """
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -26,19 +27,34 @@ SHAPES = [(128, 4096, 14336), (128, 14336, 4096), (256, 8192, 8192), (512, 6144,
           (1024, 1024, 1024), (1536, 1536, 1536), (2048, 2048, 2048), (2560, 2560, 2560), (3072, 3072, 3072)]
 
 
-def parts(shapes, dtype="float16") -> list:
-    """[M, N, K, variant, matmul_us, sum_us] for every split variant: each launch of ``launch.parts`` timed alone."""
+# The configurations whose two launches are timed alone (the record's parts table).
+PARTS = {"ping-pong, split_k 2": EXPLORE["ping-pong, split_k 2"], "ping-pong, split_k 4": EXPLORE["ping-pong, split_k 4"],
+         "ping-pong, split_k 2, 3 stages, epilogue_n 64": dict(PINGPONG, stages=3, epilogue_n=64, split_k=2),
+         "default, split_k 2": EXPLORE["default, split_k 2"]}
+PARTS_COLUMNS = ["M", "N", "K", "variant", "grid", "total_us", "graph_us", "matmul_us", "sum_us"]
+PARTS_SHAPES = [(128, 14336, 4096), (128, 4096, 14336), (1024, 1024, 1024), (512, 6144, 4096)]
+
+
+def parts(shapes=PARTS_SHAPES, dtype="float16") -> list:
+    """PARTS_COLUMNS rows for every PARTS configuration: both launches (total), both in a CUDA graph (graph), and
+    each launch of ``launch.parts`` timed alone (the matmul that writes the partials, the sum that reads them)."""
     import torch
     out = []
     for M, N, K in shapes:
         a = torch.randn(M, K, device="cuda", dtype=getattr(torch, dtype))
         b = torch.randn(K, N, device="cuda", dtype=getattr(torch, dtype))
-        for name, cfg in EXPLORE.items():
-            if cfg.get("split_k", 1) > 1:
-                launch = hm.prepare(a, b, **cfg)
-                t = {k: timing.time_ms(f, cudagraph=False, rep=100) * 1e3 for k, f in launch.parts.items()}
-                out.append([M, N, K, name, round(t["matmul"], 2), round(t["sum"], 2)])
+        for name, cfg in PARTS.items():
+            launch = hm.prepare(a, b, **cfg)
+            us = {k: round(timing.time_ms(f, cudagraph=False, rep=100) * 1e3, 1) for k, f in launch.parts.items()}
+            total = round(timing.time_ms(launch, cudagraph=False, rep=100) * 1e3, 1)
+            graph = round(timing.time_ms(launch, cudagraph=True, rep=100) * 1e3, 1)
+            out.append([M, N, K, name, launch.grid, total, graph, us["matmul"], us["sum"]])
     return out
+
+
+def floor_us() -> float:
+    """What the timer reads for a call that launches nothing (an unsplit launch's ``parts["sum"]``)."""
+    return timing.time_ms(lambda: None, cudagraph=False, rep=100) * 1e3
 
 
 def main():
@@ -49,15 +65,18 @@ def main():
     variants = {n: (lambda a, b, c, cfg=cfg: hm.prepare(a, b, c, **cfg)) for n, cfg in EXPLORE.items()}
     columns, rows = sweeps.matmul_sweep(variants, SHAPES, timing.log, "split-k", "float16")
     result = {"benchmark": "hopper-matmul-split-k", **results.environment(),
-              "method": {"timer": "triton.testing.do_bench (L2 flushed before each call; CUDA events)",
-                         "statistic": f"median; best of {sweeps.SWEEP_PASSES} passes", "passes": sweeps.SWEEP_METHOD,
-                         "dtype": "float16", "variants": EXPLORE, "defaults": hm.CONFIG,
-                         "launch": "prepare(): the timer sees launches only (a split: the matmul and the sum)",
-                         "parts": "each launch of a split timed alone, L2 flushed before it (microseconds)"},
-              "ceilings": {"cublas_fp16_tflops": {f"{r[0]}x{r[1]}x{r[2]}": r[-2] for r in rows}},
+              "method": sweeps.matmul_method(
+                  "float16", EXPLORE, defaults=hm.CONFIG,
+                  launch="prepare(): the timer sees launches only (a split: the matmul and the sum)",
+                  parts="each split's two launches (launch.parts) timed alone, L2 flushed before each, "
+                        "time_ms(cudagraph=False, rep=100), microseconds; total: the two together, graph: the two in a "
+                        f"CUDA graph. Timing a launch that does nothing reads {floor_us():.1f} us here (the timer's "
+                        "floor)."),
+              "ceilings": sweeps.cublas_ceiling(rows),
               "columns": columns, "rows": rows,
-              "tables": {"parts": {"columns": ["M", "N", "K", "variant", "matmul_us", "sum_us"],
-                                   "rows": parts(SHAPES)}}}
+              "tables": {"parts": {"columns": PARTS_COLUMNS, "rows": parts()},
+                         "parts_configs": {"columns": ["variant", "config"],
+                                           "rows": [[n, json.dumps(c)] for n, c in PARTS.items()]}}}
     results.save(result, args.out)
 
 

@@ -12,6 +12,19 @@ SWEEP_METHOD = ("every series (ours and both baselines) timed once per pass, in 
                 "(cool GPU) or last")
 
 
+def matmul_method(dtype: str, variants: dict, **extra) -> dict:
+    """The ``method`` of a recorded :func:`matmul_sweep`: its timer, statistic and passes, the dtype and the variants'
+    configurations, then ``extra`` (what else the record measured, in its own words)."""
+    return {"timer": "triton.testing.do_bench (L2 flushed before each call; CUDA events)",
+            "statistic": f"median; best of {SWEEP_PASSES} passes", "passes": SWEEP_METHOD, "dtype": dtype,
+            "variants": variants, **extra}
+
+
+def cublas_ceiling(rows) -> dict:
+    """A matmul sweep's cuBLAS TFLOP/s by shape (its rows end with cuBLAS, then torch): the record's ceiling."""
+    return {"cublas_fp16_tflops": {f"{r[0]}x{r[1]}x{r[2]}": r[-2] for r in rows}}
+
+
 def matmul_sweep(variants: dict, shapes, log, tag: str, dtype: str = "float16",
                  passes: int = SWEEP_PASSES) -> tuple[list, list]:
     """TFLOP/s and relative error of each variant at each (M, N, K), each output first checked element

@@ -26,9 +26,11 @@ import types
 
 from triton.language.core import constexpr as _constexpr
 
-from .. import catalog
+from .. import catalog, hopper_matmul
+from ..core.dtypes import DTYPES
 from ..gluon import convert, sync
 from .agreement import model_sequences
+from . import models
 from .language import Protocol, ch2, commit_targets, multicast_group
 
 MAX_TRACE_OPS = 200_000          # operations one CTA records: far above the book's models (a runaway loop stops here)
@@ -428,11 +430,17 @@ def run(protocol: Protocol, cta: int = 0, fn=None, everything: bool = True) -> d
     (``fn``: the jit function to run instead of the catalog's, e.g. a mutant). With ``everything=False`` only the
     kinds a model has; else also, marked ``~``, the fences, CTA barriers, the generic proxy's shared-memory
     accesses and the async proxy's reads (what :data:`RULES` read)."""
-    fn, args = kernel_arguments(protocol, fn)
-    tr = Tracer(protocol.num_ctas, cta, protocol.runtime.get("_grid", 1), protocol.runtime.get("_clc_tiles", ()))
-    names = _builtins(tr)
-    _python(fn, tr, names, {})(**args)
+    tr = _trace(protocol, cta, fn)
     return tr.partitions if everything else {k: _visible(v) for k, v in tr.partitions.items()}
+
+
+def _trace(protocol: Protocol, cta: int, fn=None, program: int = 0) -> Tracer:
+    """The protocol's kernel run on the CPU for CTA ``cta`` of program ``program``: its Tracer, filled."""
+    fn, args = kernel_arguments(protocol, fn)
+    tr = Tracer(protocol.num_ctas, cta, protocol.runtime.get("_grid", 1), protocol.runtime.get("_clc_tiles", ()),
+                program)
+    _python(fn, tr, _builtins(tr), {})(**args)
+    return tr
 
 
 def tma_coordinates(protocol: Protocol, program: int = 0, cta: int = 0, fn=None) -> list:
@@ -440,11 +448,36 @@ def tma_coordinates(protocol: Protocol, program: int = 0, cta: int = 0, fn=None)
     protocol's grid (``runtime["_grid"]`` programs) issues from CTA ``cta``, in order, where its coordinate is
     known on the CPU (computed from sizes and program ids, not from tensors): which tiles and K steps a
     program walks, and where its results go."""
-    fn, args = kernel_arguments(protocol, fn)
-    tr = Tracer(protocol.num_ctas, cta, protocol.runtime.get("_grid", 1), protocol.runtime.get("_clc_tiles", ()),
-                program)
-    _python(fn, tr, _builtins(tr), {})(**args)
-    return tr.coords
+    return _trace(protocol, cta, fn, program).coords
+
+
+def hopper_matmul_walk(config: dict, M: int, N: int, K: int, grid: int) -> list[list[dict]]:
+    """What each of ``grid`` programs of ``hopper_matmul_kernel`` (options ``config``) walks at M x N x K, from the
+    kernel's own program run on the CPU (:func:`tma_coordinates`): per program, its work units in order,
+    each ``{"a": [(row, col) of every A load], "b": [(row, col) of every B load], "stores": [(row, col) of the
+    epilogue's stores]}``, the stores those of the consumer whose turn the unit is (consumers take turns). Stores
+    that no unit accounts for come last, as a unit without loads."""
+    p = hopper_matmul.plan(M, N, K, DTYPES["float16"].gl, **config)
+    proto = models.hopper_matmul(num_ctas=p.num_ctas, consumers=p.consumers)
+    proto.kernel = ("hopper_matmul", dict(config), "sm_90a")
+    proto.runtime = {"M": M, "N": N, "K": K, "_grid": grid}
+    steps = -(-K // p.block_k) // p.split_k                 # K steps a unit
+    walk = []
+    for prog in range(grid):
+        ops = tma_coordinates(proto, prog)
+        a = [c for _, _, d, c in ops if d == "a_desc"]
+        b = [c for _, _, d, c in ops if d == "b_desc"]
+        who = sorted({part for part, op, _, _ in ops if op == "store"})
+        stores = [[c for part, op, _, c in ops if op == "store" and part == w] for w in who]
+        units = []
+        for j in range(-(-len(a) // steps)):
+            mine = stores[j % len(who)][j // len(who) * p.split:][:p.split] if who else []
+            units.append({"a": a[j * steps:(j + 1) * steps], "b": b[j * steps:(j + 1) * steps], "stores": mine})
+        left = [c for w in stores for c in w][sum(len(u["stores"]) for u in units):]
+        if left:                                            # stores no unit accounts for: a unit without loads
+            units.append({"a": [], "b": [], "stores": left})
+        walk.append(units)
+    return walk
 
 
 def _same(model_kind: str, kind: str) -> bool:
