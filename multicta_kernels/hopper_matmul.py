@@ -80,9 +80,9 @@ class Ring:
     @gluon.jit
     def unit(self, u):
         """Work unit u: the offsets of its A rows and B columns, its first K step, and the row where its
-        output goes. Unit u is slice u // tiles of tile u % tiles, so the units running at once share a K
-        slice (the same columns of A, the same rows of B in L2). Slice s of the partials starts at row
-        s * m_tiles * TM of the workspace: every slice's rows are padded to whole tiles."""
+        output goes. Unit u is slice u // tiles of tile u % tiles: where units outnumber programs, those running
+        at once share a K slice (the same columns of A, the same rows of B in L2). Slice s of the partials starts
+        at row s * m_tiles * TM of the workspace: every slice's rows are padded to whole tiles."""
         TM: gl.constexpr = self.a_desc.block_shape[0]
         TN: gl.constexpr = self.b_desc.block_shape[1]
         if self.SPLIT_K == 1:
