@@ -85,3 +85,21 @@ def test_the_split_k_exploration_plans_every_shape_and_is_its_record():
         out = subprocess.run([sys.executable, str(ROOT / "tools" / "explore_split_k.py"), "--out", "/dev/null"],
                              capture_output=True, text=True)
         assert out.returncode != 0 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+
+
+def test_the_small_tile_exploration_plans_every_shape_and_refuses_without_a_gpu():
+    """tools/explore_small_tiles.py: every configuration plans at every one of its shapes, and without a Hopper GPU it
+    refuses in one line, writing nothing."""
+    import subprocess
+
+    import explore_small_tiles as st
+    from multicta_kernels.core import hardware
+    for explore, shapes in ((st.EXPLORE, st.SHAPES), (st.SPLIT, st.SPLIT_SHAPES)):
+        for M, N, K in shapes:
+            for cfg in explore.values():
+                hm.plan(M, N, K, dtypes.DTYPES["float16"].gl, **cfg)
+    assert st.SPLIT["split_k 4, no L2 hints"] == {**hm.SPLIT_K_CONFIG, "split_k": 4, "l2_hints": False}
+    if not hardware.has(hardware.WGMMA):
+        out = subprocess.run([sys.executable, str(ROOT / "tools" / "explore_small_tiles.py"), "--out", "/dev/null"],
+                             capture_output=True, text=True)
+        assert out.returncode != 0 and len(out.stderr.strip().splitlines()) == 1, out.stderr
