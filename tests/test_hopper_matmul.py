@@ -116,6 +116,40 @@ def test_a_split_runs_the_synchronisation_of_the_same_kernel_unsplit(name):
                                                                         "barrier.cluster.wait")]
 
 
+@pytest.mark.parametrize("name", ["split-K 4", "split-K 2, 2-CTA"])
+def test_the_sum_reads_the_bands_the_matmul_writes(name, monkeypatch):
+    """``prepare`` on a CPU with an H200 pretended (``dryrun``: compiled for sm_90a, launches stopped): the matmul's
+    output descriptor is over the fp32 workspace the sum reads, split_k bands of M padded to whole tiles (the rows
+    ``Ring.unit`` stores to, tested above), and the sum is told that band height and covers M x N. M = 300 is not a
+    whole number of tiles, so a band height of M reads the wrong rows."""
+    from multicta_kernels.core import dryrun
+    seen = {}
+
+    class Spy:                               # the two launches' arguments, as prepare hands them over
+        def __init__(self, real, key):
+            self.real, self.key = real, key
+
+        def __getattr__(self, attr):
+            return getattr(self.real, attr)
+
+        def warmup(self, *args, **kwargs):
+            seen[self.key] = args
+            return self.real.warmup(*args, **kwargs)
+    monkeypatch.setattr(hm, "hopper_matmul_kernel", Spy(hm.hopper_matmul_kernel, "matmul"))
+    monkeypatch.setattr(hm, "split_k_sum_kernel", Spy(hm.split_k_sum_kernel, "sum"))
+    M, N, K, cfg = 300, 520, 1024, SPLIT_K[name]
+    with dryrun.dry_run((9, 0), "NVIDIA H200", 132) as session:
+        hm.prepare(torch.randn(M, K).half(), torch.randn(K, N).half(), **cfg)()
+    p = hm.plan(M, N, K, gl.float16, **cfg)
+    rows = -(-M // p.tile_m) * p.tile_m
+    ws, out, m, n, band, _, split = seen["sum"][:7]
+    c_desc = seen["matmul"][hm.hopper_matmul_kernel.arg_names.index("c_desc")]
+    assert c_desc.base is ws and ws.dtype == torch.float32 and list(c_desc.shape) == [p.split_k * rows, N]
+    assert (m, n, band, split) == (M, N, rows, p.split_k) and tuple(out.shape) == (M, N)
+    (grid,) = [launch.grid for launch in session.launches if launch.kernel == "split_k_sum_kernel" and launch.launched]
+    assert grid[0] * hm.SUM_BLOCK[0] >= M and grid[1] * hm.SUM_BLOCK[1] >= N
+
+
 def test_the_split_k_sum_reads_16_bytes_a_load_and_adds_in_k_order():
     """The second kernel, as launched at 128 x 4096 (N a multiple of 16, so Triton's launch marks it divisible: at
     other N the loads stay scalar): each thread loads 4 consecutive fp32 (ld.global.v4) of every slice and adds
