@@ -15,6 +15,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from multicta_kernels import hopper_matmul as hm, results  # noqa: E402
+from multicta_kernels.benchmarks import hopper_matmul as bench  # noqa: E402
 from multicta_kernels.core.hardware import require_or_exit, WGMMA  # noqa: E402
 from multicta_kernels.measure import sweeps, timing  # noqa: E402
 
@@ -62,8 +63,7 @@ def main():
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     require_or_exit("explore_split_k", WGMMA)
-    variants = {n: (lambda a, b, c, cfg=cfg: hm.prepare(a, b, c, **cfg)) for n, cfg in EXPLORE.items()}
-    columns, rows = sweeps.matmul_sweep(variants, SHAPES, timing.log, "split-k", "float16")
+    columns, rows = sweeps.matmul_sweep(bench.prepared(EXPLORE), SHAPES, timing.log, "split-k", "float16")
     result = {"benchmark": "hopper-matmul-split-k", **results.environment(),
               "method": sweeps.matmul_method(
                   "float16", EXPLORE, defaults=hm.CONFIG,

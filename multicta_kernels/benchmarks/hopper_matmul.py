@@ -35,8 +35,10 @@ def mma_peak_tflops(iters: int = 20000, block_m: int = 128, block_n: int = 256) 
     return sms * iters * 2 * block_m * block_n * 64 / (ms * 1e-3) / 1e12
 
 
-def _variants(names, table):
-    return {n: (lambda a, b, c, cfg=table[n]: hm.prepare(a, b, c, **cfg)) for n in names}
+def prepared(table: dict, names=None) -> dict:
+    """``name -> make(a, b, out)`` for ``sweeps.matmul_sweep``: each of ``names`` (default: all) of ``table``'s
+    configurations, prepared with ``hm.prepare`` so that the timer sees launches only."""
+    return {n: (lambda a, b, c, cfg=table[n]: hm.prepare(a, b, c, **cfg)) for n in (table if names is None else names)}
 
 
 def benchmark(quick: bool = False, log=print) -> dict:
@@ -51,12 +53,12 @@ def benchmark(quick: bool = False, log=print) -> dict:
     ks = [512, 4096] if quick else [512, 1024, 2048, 4096, 8192, 16384]
     peak = mma_peak_tflops()
     log(f"[hopper-matmul] wgmma ceiling {peak:.0f} TFLOP/s")
-    columns, rows = sweeps.matmul_sweep(_variants(names, hm.VARIANTS), [(8192, 8192, k) for k in ks], log, "hopper-matmul")
+    columns, rows = sweeps.matmul_sweep(prepared(hm.VARIANTS, names), [(8192, 8192, k) for k in ks], log, "hopper-matmul")
     tables = {}
     for key, variants, shapes, dtype in (
-            ("ablation", _variants(hm.ABLATION, hm.ABLATION), [(8192, 8192, 512), (8192, 8192, 4096)], "float16"),
-            ("models", _variants(names[:3], hm.VARIANTS), hm.MODEL_SHAPES[:2] if quick else hm.MODEL_SHAPES, "float16"),
-            ("bf16", _variants(names[:3], hm.VARIANTS), [(8192, 8192, k) for k in (512, 1024, 8192)], "bfloat16")):
+            ("ablation", prepared(hm.ABLATION), [(8192, 8192, 512), (8192, 8192, 4096)], "float16"),
+            ("models", prepared(hm.VARIANTS, names[:3]), hm.MODEL_SHAPES[:2] if quick else hm.MODEL_SHAPES, "float16"),
+            ("bf16", prepared(hm.VARIANTS, names[:3]), [(8192, 8192, k) for k in (512, 1024, 8192)], "bfloat16")):
         c, r = sweeps.matmul_sweep(variants, shapes, log, f"hopper-matmul {key}", dtype)
         tables[key] = {"columns": c, "rows": r}
     return {"method": {"timer": "triton.testing.do_bench (L2 flushed before each call; CUDA events)",
@@ -112,7 +114,7 @@ def shapes_benchmark(quick: bool = False, log=print) -> dict:
     sms = hardware.device().sms
     columns, rows = None, []
     for dtype in ("float16", "bfloat16"):
-        c, r = sweeps.matmul_sweep(_variants(list(SHAPE_VARIANTS), SHAPE_VARIANTS), shapes, log,
+        c, r = sweeps.matmul_sweep(prepared(SHAPE_VARIANTS), shapes, log,
                                    "hopper-matmul-shapes", dtype)
         columns = c + ["dtype", "picked_vs_best_baseline", "best_ours_vs_best_baseline", "pick", "fresh"]
         for row in r:
