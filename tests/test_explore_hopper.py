@@ -99,6 +99,9 @@ def test_the_small_tile_exploration_plans_every_shape_and_refuses_without_a_gpu(
             for cfg in explore.values():
                 hm.plan(M, N, K, dtypes.DTYPES["float16"].gl, **cfg)
     assert st.SPLIT["split_k 4, no L2 hints"] == {**hm.SPLIT_K_CONFIG, "split_k": 4, "l2_hints": False}
+    (M, N, K), = st.SPLIT_SHAPES      # the unsplit 64 x 64 tiles are as many work units as split_k 4's
+    small, split = st.SPLIT["ping-pong 64x64, no split"], st.SPLIT["split_k 4 (SPLIT_K_CONFIG)"]
+    assert (M // small["block_m"]) * (N // small["block_n"]) == (M // 128) * (N // 128) * split["split_k"] == 128
     if not hardware.has(hardware.WGMMA):
         out = subprocess.run([sys.executable, str(ROOT / "tools" / "explore_small_tiles.py"), "--out", "/dev/null"],
                              capture_output=True, text=True)

@@ -3,7 +3,8 @@
 below 0.9 of the better of cuBLAS and torch.matmul (1024^3, 1536^3, 2560^3, 3072^3, 512 x 6144 x 4096, 640 x 8192 x
 8192), tiles of 64 x 128, 128 x 64 and 64 x 256 (and 128 x 128 with one consumer) against the ping-pong's 128 x 128
 and the default 128 x 256, with cuBLAS and torch.matmul in the same run; and at 128 x 4096 x 14336 the split's
-partials stored with and without the L2 hints. Every output is checked against cuBLAS's before anything is timed
+partials stored with and without the L2 hints, against 64 x 64 tiles unsplit (128 of them, as many units as the
+split's). The record is written after each table, so a run cut off keeps what it measured. Every output is checked against cuBLAS's before anything is timed
 (``sweeps.matmul_sweep``).
 
     bash .device/run python3 tools/explore_small_tiles.py --out $OUT/hopper_matmul_small_tiles.json
@@ -28,7 +29,8 @@ EXPLORE = {"default": {},
 SHAPES = [(1024, 1024, 1024), (1536, 1536, 1536), (2560, 2560, 2560), (3072, 3072, 3072), (512, 6144, 4096),
           (640, 8192, 8192)]
 SPLIT = {"split_k 4 (SPLIT_K_CONFIG)": dict(hm.SPLIT_K_CONFIG, split_k=4),
-         "split_k 4, no L2 hints": dict(hm.SPLIT_K_CONFIG, split_k=4, l2_hints=False)}
+         "split_k 4, no L2 hints": dict(hm.SPLIT_K_CONFIG, split_k=4, l2_hints=False),
+         "ping-pong 64x64, no split": dict(hm.SHORT_K_CONFIG, block_m=64, block_n=64, stages=8)}
 SPLIT_SHAPES = [(128, 4096, 14336)]
 
 
@@ -47,8 +49,9 @@ def main():
               "method": sweeps.matmul_method("float16", EXPLORE, defaults=hm.CONFIG,
                                              launch="prepare(): the timer sees launches only",
                                              split_variants=SPLIT),
-              "ceilings": sweeps.cublas_ceiling(tiles["rows"]), **tiles,
-              "tables": {"split_l2_hints": table(SPLIT, SPLIT_SHAPES, "split-l2")}}
+              "ceilings": sweeps.cublas_ceiling(tiles["rows"]), **tiles}
+    results.save(result, args.out)
+    result["tables"] = {"split_l2_hints": table(SPLIT, SPLIT_SHAPES, "split-l2")}
     results.save(result, args.out)
 
 
