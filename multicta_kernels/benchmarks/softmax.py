@@ -224,7 +224,8 @@ def benchmark(quick: bool = False, log=print, dtypes=("float32",), shapes=None) 
                                       "best of upstream_design_configs(N) in this run",
                        "online": "online_softmax_kernel: one CTA per row, two passes over the row (rows > 32768)",
                        "resident_clusters": "cuOccupancyMaxActiveClusters of the picked kernel where Triton's "
-                                            "binding is exact (4-warp CTAs), else null"},
+                                            "binding is exact (4-warp CTAs, or shared memory allowing one CTA per SM: "
+                                            "occupancy.resident_clusters_known), else null"},
             "ceilings": {"copy_gbps": round(copy, 1), "cublas_fp16_tflops": {"8192x8192x8192": round(blas, 1)}},
             "columns": ["M", "N", "num_ctas", "num_warps", "block_m", "values_per_thread", "resident_clusters",
                         "gluon_gbps", "two_pass_gbps", "seed_design_gbps", "seed_design_config", "torch_gbps",
