@@ -333,6 +333,7 @@ def test_the_wrapper_picks_the_short_k_configuration_only_up_to_short_k():
     assert hm.pick_config(16384, 512, 512, sms=132) == dict(hm.SPLIT_K_CONFIG, split_k=8)    # 16 tiles x 8
     assert hm.pick_config(14336, 256, 4096, sms=132) == hm.SHORT_K_CONFIG   # 64 x 2: saves 7168 < 8192
     assert hm.pick_config(1024, 1024, 1024, sms=132) == hm.SHORT_K_CONFIG   # 64 x 2: saves 512
+    assert not hm.SPLIT_K_CONFIG["l2_hints"]                                # the partials stay in L2 for the sum
     assert hm.pick_config(4096, 128, 14336, sms=132) == hm.SHORT_K_CONFIG   # 112 tiles: a split would be 2 waves
     assert hm.split_k_for(128, 4096, 28672, sms=64) == 2                    # fewer SMs, fewer slices
     with pytest.raises(ValueError, match="sms must be"):

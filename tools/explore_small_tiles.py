@@ -28,7 +28,7 @@ EXPLORE = {"default": {},
            "1 consumer 128x128": dict(block_m=128, block_n=128, stages=5, l2_hints=True)}
 SHAPES = [(1024, 1024, 1024), (1536, 1536, 1536), (2560, 2560, 2560), (3072, 3072, 3072), (512, 6144, 4096),
           (640, 8192, 8192)]
-SPLIT = {"split_k 4 (SPLIT_K_CONFIG)": dict(hm.SPLIT_K_CONFIG, split_k=4),
+SPLIT = {"split_k 4, L2 hints": dict(hm.SPLIT_K_CONFIG, split_k=4, l2_hints=True),
          "split_k 4, no L2 hints": dict(hm.SPLIT_K_CONFIG, split_k=4, l2_hints=False),
          "ping-pong 64x64, no split": dict(hm.SHORT_K_CONFIG, block_m=64, block_n=64, stages=8)}
 SPLIT_SHAPES = [(128, 4096, 14336)]
