@@ -476,8 +476,8 @@ PINGPONG_GAIN = 1.2
 # 1.5x slower. Its configuration is the ping-pong's with one stage fewer and 32-column store slices: fp32 staging
 # buffers are twice the size.
 # Without the L2 hints: a split unit reads its own K slice of B once, so evict_last keeps nothing another unit reads,
-# and evict_first on the partials pushes out of L2 what the sum reads next (at 128 x 4096 x 14336 on an H100, fp16:
-# 258 TFLOP/s without the hints, 245 with them; tools/explore_small_tiles.py,
+# and evict_first on the partials may push out of L2 what the sum reads next (not profiled). Measured at
+# 128 x 4096 x 14336 on an H100, fp16: 258 TFLOP/s without the hints, 245 with them (tools/explore_small_tiles.py,
 # results/h100/hopper_matmul_small_tiles.json).
 SPLIT_K_SAVED = 8192
 SPLIT_K_CONFIG = dict(SHORT_K_CONFIG, stages=4, epilogue_n=32, l2_hints=False)
