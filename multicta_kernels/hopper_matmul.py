@@ -310,6 +310,130 @@ def split_k_sum_kernel(ws_ptr, out_ptr, M, N, slice_rows, out_stride, SPLIT_K: g
     gl.store(out_ptr + rows[:, None] * out_stride + cols[None, :], acc.to(out_ptr.dtype.element_ty), mask=mask)
 
 
+# ------------------------------------------------------------ 4. stream-K: tiles shared across programs
+
+@gluon.jit
+def stream_k_segment(r, it, end):
+    """The run of (tile, K step) steps that starts at step ``it`` of the whole matmul (steps are numbered tile by
+    tile, K within a tile) and ends at ``end`` or at the tile's end: its tile and its first and last K steps."""
+    k_steps = r.k_steps()
+    return it // k_steps, it % k_steps, gl.minimum(k_steps, it % k_steps + end - it)
+
+
+@gluon.jit
+def stream_k_range(r, per):
+    """Program p takes the ``per`` consecutive steps from p * per: every program the same share of the work."""
+    m_tiles, n_tiles = r.tiles()
+    start = gl.program_id(0) * per
+    return start, gl.minimum(start + per, m_tiles * n_tiles * r.k_steps())
+
+
+@gluon.jit
+def _slot(ptr, q, TM: gl.constexpr, TN: gl.constexpr, layout: gl.constexpr):
+    """Pointers to this thread's elements of workspace slot q (a [TM, TN] fp32 tile, row-major)."""
+    rows = gl.arange(0, TM, gl.SliceLayout(1, layout))
+    cols = gl.arange(0, TN, gl.SliceLayout(0, layout))
+    return ptr + q * (TM * TN) + rows[:, None] * TN + cols[None, :]
+
+
+@gluon.jit
+def _flags(flag_ptr, q):
+    """Slot q's flags: one a thread, so a thread's release (or acquire) orders its own part of the tile."""
+    THREADS: gl.constexpr = gl.num_warps() * 32
+    return flag_ptr + q * THREADS + gl.arange(0, THREADS, gl.BlockedLayout([1], [32], [gl.num_warps()], [0]))
+
+
+@gluon.jit
+def post_partial(ws_ptr, flag_ptr, q, acc, layout: gl.constexpr):
+    """Slot q := this program's partial tile; then each thread sets its flag with release semantics (its own
+    stores happen before the flag, for a thread that acquires it: PTX ISA, Memory Consistency Model, release and
+    acquire patterns)."""
+    gl.store(_slot(ws_ptr, q, acc.shape[0], acc.shape[1], layout), acc)
+    gl.atomic_xchg(_flags(flag_ptr, q), 1, sem="release", scope="gpu")
+
+
+@gluon.jit
+def add_partial(ws_ptr, flag_ptr, q, acc, layout: gl.constexpr):
+    """acc + slot q, once program q has posted it: each thread polls its own flag (acquire), then reads the
+    elements the same thread of program q wrote, then clears the flag for the next launch."""
+    gl.atomic_poll(_flags(flag_ptr, q), 1, sem="acquire", scope="gpu")
+    acc += gl.load(_slot(ws_ptr, q, acc.shape[0], acc.shape[1], layout))
+    gl.store(_flags(flag_ptr, q), 0)
+    return acc
+
+
+@gluon.jit
+def stream_k_producer(r, per):
+    TM: gl.constexpr = r.a_desc.block_shape[0]
+    TN: gl.constexpr = r.b_desc.block_shape[1]
+    it, end = stream_k_range(r, per)
+    n = 0                                                        # this program's ring position
+    while it < end:
+        lin, kb, ke = stream_k_segment(r, it, end)
+        tm, tn = r.tile(lin)
+        for k in range(kb, ke):
+            s, phase = stage_of(n, r.STAGES)
+            if n >= r.STAGES:
+                mbarrier.wait(r.empty.index(s), phase ^ 1)       # the consumer is done with the stage
+            r.load_at(s, tm * TM, tn * TN, k)
+            n += 1
+        it += ke - kb
+
+
+@gluon.jit
+def stream_k_consumer(r, c_smem, ws_ptr, flag_ptr, per, acc_layout: gl.constexpr, SPLIT: gl.constexpr,
+                      STORE_POLICY: gl.constexpr):
+    """A run that does not start at its tile's first K step is always this program's first: its fp32 partial goes
+    to the workspace slot of this program, and each thread flags its own part (release). The program whose run
+    starts the tile waits for the flags of the programs after it (acquire), adds their partials, and stores."""
+    TM: gl.constexpr = r.a_desc.block_shape[0]
+    TN: gl.constexpr = r.b_desc.block_shape[1]
+    k_steps = r.k_steps()
+    pid = gl.program_id(0)
+    it, end = stream_k_range(r, per)
+    acc = gl.zeros([TM, TN], gl.float32, acc_layout)
+    n = 0
+    while it < end:
+        lin, kb, ke = stream_k_segment(r, it, end)
+        for k in range(kb, ke):
+            s, phase = stage_of(n, r.STAGES)
+            mbarrier.wait(r.ready.index(s), phase)
+            acc = hopper.warpgroup_mma(r.a_bufs.index(s), r.b_bufs.index(s), acc, use_acc=k > kb, is_async=True)
+            acc = hopper.warpgroup_mma_wait(1, deps=[acc])
+            if k > kb:
+                mbarrier.arrive(r.empty.index((n - 1) % r.STAGES))
+            n += 1
+        acc = hopper.warpgroup_mma_wait(0, deps=[acc])
+        mbarrier.arrive(r.empty.index((n - 1) % r.STAGES))
+        if kb > 0:                                               # a later part of a tile: hand it on
+            post_partial(ws_ptr, flag_ptr, pid, acc, acc_layout)
+        else:                                                    # the tile's start: gather its later parts
+            done = ke
+            q = pid + 1
+            while done < k_steps:
+                acc = add_partial(ws_ptr, flag_ptr, q, acc, acc_layout)
+                done = gl.minimum(k_steps, done + per)
+                q += 1
+            tm, tn = r.tile(lin)
+            store_tile(r.c_desc, c_smem, acc, tm * TM, tn * TN, SPLIT, 0, STORE_POLICY)
+        it += ke - kb
+    tma.store_wait(0)
+
+
+@gluon.jit
+def stream_k_matmul_kernel(a_desc, b_desc, c_desc, ws_ptr, flag_ptr, M, N, K, per, STAGES: gl.constexpr,
+                           MINOR_DIM: gl.constexpr, TILE_WIDTH: gl.constexpr, SPLIT: gl.constexpr,
+                           acc_layout: gl.constexpr, group_all: gl.constexpr, LOAD_POLICY: gl.constexpr = None,
+                           STORE_POLICY: gl.constexpr = None):
+    """Stream-K: the matmul's tiles * k_steps steps cut into equal runs of ``per`` consecutive steps, one per
+    program, so every SM has the same work however the tiles fall (the launch must make every program resident:
+    a program waits for the ones after it)."""
+    r = _ring(a_desc, b_desc, c_desc, M, N, K, STAGES, 1, MINOR_DIM, TILE_WIDTH, group_all, False, LOAD_POLICY)
+    c_smem = _staging(c_desc, SPLIT, 1)
+    gl.warp_specialize([(stream_k_consumer, (r, c_smem, ws_ptr, flag_ptr, per, acc_layout, SPLIT, STORE_POLICY)),
+                        (stream_k_producer, (r, per))], [1], [40])
+
+
 SUM_BLOCK = (32, 128)         # the sum kernel's tile: 4 warps, 4 consecutive fp32 (16 bytes) a thread and a row
 SUM_LAYOUT = gl.BlockedLayout([1, 4], [1, 32], [4, 1], [1, 0])
 
@@ -344,6 +468,7 @@ class HopperPlan:
     l2_hints: bool = False          # evict_last on the A and B loads, evict_first on the C stores
     instrument: bool = False        # timeline scopes compiled in (warp-specialised kernel)
     split_k: int = 1                # K slices per tile: > 1 writes fp32 partials, summed by a second kernel
+    stream_k: bool = False          # every program the same number of K steps, tiles shared across programs
 
     @property
     def tile_m(self) -> int:
@@ -389,6 +514,8 @@ class HopperPlan:
 
     @property
     def kernel(self):
+        if self.stream_k:
+            return stream_k_matmul_kernel
         return hopper_matmul_kernel if self.warp_specialize else pipelined_matmul_kernel
 
     def constexprs(self) -> dict:
@@ -398,6 +525,8 @@ class HopperPlan:
         meta = dict(STAGES=self.stages, MINOR_DIM=self.minor_dim, TILE_WIDTH=self.tile_width, SPLIT=self.split,
                     acc_layout=acc, group_all=group_barrier_layout(self.num_ctas),
                     LOAD_POLICY=EVICT_LAST if self.l2_hints else None, STORE_POLICY=EVICT_FIRST if self.l2_hints else None)
+        if self.stream_k:
+            return meta
         if self.warp_specialize:
             return dict(meta, CONSUMERS=self.consumers, INSTRUMENT=self.instrument, SPLIT_K=self.split_k)
         return dict(meta, RELEASE=RELEASE_GATHER if self.num_ctas > 1 else RELEASE_NONE)
@@ -417,7 +546,7 @@ def plan(M, N, K, dtype, **options) -> HopperPlan:
     validate.optional_count(p.epilogue_n, "epilogue_n", high=256)
     validate.one_of(p.consumers, "consumers", (1, 2))
     validate.count(p.split_k, "split_k", high=16)
-    for flag in ("warp_specialize", "persistent", "l2_hints", "instrument"):
+    for flag in ("warp_specialize", "persistent", "l2_hints", "instrument", "stream_k"):
         validate.boolean(getattr(p, flag), flag)
     if p.block_n & (p.block_n - 1) or not 8 <= p.block_n <= 256:
         raise ValueError(f"block_n must be a power of two from 8 to 256 (one wgmma; a TMA box), got {p.block_n}")
@@ -439,6 +568,10 @@ def plan(M, N, K, dtype, **options) -> HopperPlan:
     if p.split_k > 1 and p.split_k * p.slice_rows(M) * N >= 2 ** 31:
         raise ValueError(f"split_k = {p.split_k}: the fp32 partials ({p.split_k} x {p.slice_rows(M)} x {N}) need "
                          "2**31 elements or more (32-bit offsets); use a smaller split_k, or none")
+    if p.stream_k and (p.num_ctas, p.consumers, p.split_k, p.warp_specialize, p.persistent, p.instrument) != (
+            1, 1, 1, True, True, False):
+        raise ValueError("stream_k=True needs num_ctas=1, consumers=1, split_k=1, warp_specialize=True, "
+                         "persistent=True and instrument=False (one CTA per program, every program resident)")
     if p.stages < 2 or p.smem_bytes > SMEM_PER_CTA:
         raise ValueError(f"{p.stages} stages need {p.smem_bytes // 1024} KiB of shared memory per CTA (at most "
                          f"{SMEM_PER_CTA // 1024} KiB, at least 2 stages): use fewer stages, a smaller "
@@ -538,10 +671,18 @@ def prepare(a, b, out=None, *, programs: int | None = None, **config):
     tiles = math.ceil(call.M / p.tile_m) * math.ceil(call.N / p.block_n) * p.split_k     # work units
     args = dict(a_desc=call.a_desc, b_desc=call.b_desc, c_desc=call.c_desc, M=call.M, N=call.N, K=call.K,
                 **p.constexprs())
-    args = [args[name] for name in p.kernel.arg_names]
-    compiled = p.kernel.warmup(*args, grid=(1,), num_warps=p.num_warps, num_ctas=p.num_ctas)
-    if programs is None:
-        programs = max_clusters(compiled, p.num_ctas) if p.persistent else tiles
+    if p.stream_k:                      # compiled with stand-ins for the arguments sized by the grid
+        args.update(per=2, **_stream_k_workspace(call.out.device, 1, p))
+    names = p.kernel.arg_names
+    compiled = p.kernel.warmup(*[args[n] for n in names], grid=(1,), num_warps=p.num_warps, num_ctas=p.num_ctas)
+    resident = max_clusters(compiled, p.num_ctas) if p.persistent else tiles
+    if p.stream_k:
+        programs, per = _stream_k_grid(tiles * math.ceil(call.K / p.block_k), resident, programs)
+        args.update(per=per, **_stream_k_workspace(call.out.device, programs, p))
+        tiles = programs
+    elif programs is None:
+        programs = resident
+    args = [args[n] for n in names]
     run = compiled[(min(tiles, programs), 1, 1)]
     out = call.out
     total = _split_k_sum(call, p) if p.split_k > 1 else (lambda: None)
@@ -553,6 +694,26 @@ def prepare(a, b, out=None, *, programs: int | None = None, **config):
     launch.grid = min(tiles, programs)
     launch.parts = {"matmul": lambda: run(*args), "sum": total}     # for timing each launch alone
     return launch
+
+
+def _stream_k_grid(steps: int, resident: int, programs: int | None) -> tuple[int, int]:
+    """Stream-K's grid: ``programs`` (default: as many as are resident at once) runs of ``per`` steps each, as
+    equal as whole steps allow; trimmed so that none is empty. More programs than are resident is refused: a
+    program waits for later ones, which could then never start."""
+    if programs is not None and programs > resident:
+        raise ValueError(f"programs = {programs}: stream_k=True needs every program resident at once (a program "
+                         f"waits for later ones); at most {resident} on this GPU with this configuration")
+    per = math.ceil(steps / min(steps, programs or resident))
+    return math.ceil(steps / per), per
+
+
+def _stream_k_workspace(device, programs: int, p) -> dict:
+    """One fp32 tile-sized slot a program for the partial it hands on, and a flag a consumer thread (zeroed
+    once; the program that reads a slot clears its flags)."""
+    import torch
+    ws = torch.empty((programs, p.tile_m * p.block_n), device=device, dtype=torch.float32)
+    flags = torch.zeros((programs, p.num_warps * 32), device=device, dtype=torch.int32)
+    return dict(ws_ptr=ws, flag_ptr=flags)
 
 
 def _split_k_sum(call, p):
@@ -652,7 +813,8 @@ def hopper_matmul_spec(dtype: str = "float16", **config):
     p = plan(8192, 8192, 4096, DTYPES[dtype].gl, **config)
     expect = ("wgmma.mma_async", "cp.async.bulk.tensor") + (
         (".multicast::cluster", ".reqnctapercluster", "mbarrier.arrive.shared::cluster") if p.num_ctas > 1 else ())
-    return matmul_spec("hopper_matmul", p.kernel, p, p.num_warps, ("sm_90a",), expect)
+    extra = dict(ws_ptr="*fp32", flag_ptr="*i32", per="i32") if p.stream_k else None
+    return matmul_spec("hopper_matmul", p.kernel, p, p.num_warps, ("sm_90a",), expect, extra)
 
 
 # ------------------------------------------------------------------------------------ the ceiling

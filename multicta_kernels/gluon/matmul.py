@@ -9,14 +9,20 @@ from ..core.hardware import TMA_BOX_MAX, check_on_gpu, require
 from .operands import check_operands, check_tma_tensor, descriptor_type
 
 
-def matmul_spec(name, kernel, plan, num_warps: int, targets: tuple, expect: tuple) -> lens.KernelSpec:
-    """The lens spec of a persistent matmul from its plan (an 8192 x 8192 x 4096 problem's descriptors)."""
-    sig = {"a_desc": descriptor_type(plan.dtype, [plan.tile_m, plan.block_k], plan.a),
-           "b_desc": descriptor_type(plan.dtype, [plan.block_k, plan.block_n], plan.b),
-           "c_desc": descriptor_type(getattr(plan, "out_dtype", plan.dtype), [plan.tile_m, plan.epilogue_n], plan.c),
-           "M": "i32", "N": "i32", "K": "i32", **{k: "constexpr" for k in plan.constexprs()}}
+def matmul_spec(name, kernel, plan, num_warps: int, targets: tuple, expect: tuple,
+                extra: dict | None = None) -> lens.KernelSpec:
+    """The lens spec of a persistent matmul from its plan (an 8192 x 8192 x 4096 problem's descriptors).
+    ``extra``: the types of the kernel's other runtime arguments, by name."""
+    known = {"a_desc": descriptor_type(plan.dtype, [plan.tile_m, plan.block_k], plan.a),
+             "b_desc": descriptor_type(plan.dtype, [plan.block_k, plan.block_n], plan.b),
+             "c_desc": descriptor_type(getattr(plan, "out_dtype", plan.dtype), [plan.tile_m, plan.epilogue_n],
+                                       plan.c),
+             "M": "i32", "N": "i32", "K": "i32", **(extra or {}), **{k: "constexpr" for k in plan.constexprs()}}
+    names = getattr(kernel, "arg_names", list(known))
+    sig = {n: known[n] for n in names if n in known}
     return lens.KernelSpec(name, kernel, sig, plan.constexprs(), {"num_warps": num_warps, "num_ctas": plan.num_ctas},
-                           targets=targets, expect=expect)
+                           targets=targets, expect=expect,      # pointers 16-byte aligned, as a launch specialises
+                           divisible=tuple(n for n, t in (extra or {}).items() if t.startswith("*")))
 
 
 def options(plan_class) -> dict:

@@ -345,6 +345,10 @@ def _builtins(tr: Tracer) -> dict:
             f"wait={int(_known(phase, 'a wait parity')) & 1}"),
         (sync.__name__, "cluster_fence"): lambda: OPAQUE,
         (convert.__name__, "to_fp32"): lambda x: OPAQUE,
+        (hopper_matmul.__name__, "post_partial"): lambda ws, flags, q, acc, layout: tr.coords.append(
+            (tr.current, "post", "ws_ptr", (_known(q, "a workspace slot"),))),
+        (hopper_matmul.__name__, "add_partial"): lambda ws, flags, q, acc, layout: tr.coords.append(
+            (tr.current, "gather", "ws_ptr", (_known(q, "a workspace slot"),))) or OPAQUE,
     }
     return {"gl": gl, "mbarrier": mbarrier, "tma": tma, "hopper": hopper, "fence_async_shared": lambda *a, **k: rec("~fence"),
             "scope": Scope, "CachePolicy": OPAQUE, "FractionalEvictionPolicy": OPAQUE, **blackwell,
@@ -477,6 +481,36 @@ def hopper_matmul_walk(config: dict, M: int, N: int, K: int, grid: int) -> list[
         if left:                                            # stores no unit accounts for: a unit without loads
             units.append({"a": [], "b": [], "stores": left})
         walk.append(units)
+    return walk
+
+
+def stream_k_walk(config: dict, M: int, N: int, K: int, grid: int) -> list[dict]:
+    """What each of ``grid`` programs of ``stream_k_matmul_kernel`` (options ``config``, with ``stream_k=True``)
+    does at M x N x K, from the kernel's own program run on the CPU: per program, ``{"loads": [(row, col, k)],
+    "consumer": [...]}``, the (A row, B column, K step) of each step its producer loads, in order, and what its
+    consumer does in order: ``("post", q)`` (hands a partial to slot q), ``("gather", q)`` (adds slot q's) and
+    ``("store", row, col)`` (each store of its epilogue)."""
+    p = hopper_matmul.plan(M, N, K, DTYPES["float16"].gl, **config)
+    if not p.stream_k:
+        raise ValueError("stream_k_walk walks the stream-K kernel: give config stream_k=True")
+    proto = models.hopper_matmul(num_ctas=1, consumers=1)
+    proto.kernel = ("hopper_matmul", dict(config), "sm_90a")
+    steps = -(-M // p.tile_m) * -(-N // p.block_n) * -(-K // p.block_k)
+    proto.runtime = {"M": M, "N": N, "K": K, "per": -(-steps // grid), "_grid": grid}
+    walk = []
+    for prog in range(grid):
+        a, loads, consumer = [], [], []
+        for _, op, desc, c in tma_coordinates(proto, prog):
+            if desc == "a_desc":
+                a.append(c)
+            elif desc == "b_desc":
+                (row, ak), (_, col) = a[-1], c
+                loads.append((row, col, ak // p.block_k))
+            elif op in ("post", "gather"):
+                consumer.append((op, c[0]))
+            elif op == "store":
+                consumer.append(("store", *c))
+        walk.append({"loads": loads, "consumer": consumer})
     return walk
 
 
