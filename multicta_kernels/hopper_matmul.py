@@ -732,7 +732,9 @@ def hopper_matmul(a, b, out=None, *, programs: int | None = None, **config):
     minor_dim/tile_width (planar-snake order), epilogue_n (store slice width), consumers (2 = ping-pong),
     warp_specialize, persistent (as many clusters as fit on the GPU at once, or one per tile), l2_hints
     (evict_last on A and B, evict_first on C), split_k (K slices per tile, each unit of work one slice of
-    one tile, their fp32 partials summed by a second kernel). With no options, ``pick_config(K, M, N, SMs)`` chooses.
+    one tile, their fp32 partials summed by a second kernel), stream_k (every program the same run of K steps, a
+    tile shared by the programs whose runs cross it, their partials added by the one that starts it). With no
+    options, ``pick_config(K, M, N, SMs)`` chooses.
     ``programs`` overrides the number of clusters launched."""
     return prepare(a, b, out, programs=programs, **config)()
 

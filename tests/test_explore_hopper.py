@@ -72,7 +72,8 @@ def test_the_split_k_exploration_plans_every_shape_and_is_its_record():
         for cfg in sk.EXPLORE.values():
             hm.plan(M, N, K, dtypes.DTYPES["float16"].gl, **cfg)
     rec = results.load("h200/hopper_matmul_split_k.json")
-    assert rec["method"]["variants"] == sk.EXPLORE and [tuple(r[:3]) for r in rec["rows"]] == sk.SHAPES
+    assert rec["method"]["variants"] == {sk.RECORDED.get(k, k): v for k, v in sk.EXPLORE.items()}
+    assert [tuple(r[:3]) for r in rec["rows"]] == sk.SHAPES
     parts = rec["tables"]["parts"]
     assert parts["columns"] == sk.PARTS_COLUMNS and rec["tables"]["parts_configs"]["rows"] == [
         [n, json.dumps(c)] for n, c in sk.PARTS.items()]
@@ -103,7 +104,8 @@ def test_the_small_tile_exploration_plans_every_shape_and_refuses_without_a_gpu(
     assert st.SPLIT["split_k 4, no L2 hints"] == {**hm.SPLIT_K_CONFIG, "split_k": 4}     # the pick now
     from multicta_kernels import results
     rec = results.load("h100/hopper_matmul_small_tiles.json")      # its record: the tool's tables, as run
-    assert rec["method"]["variants"] == st.EXPLORE and rec["method"]["split_variants"] == st.SPLIT
+    assert rec["method"]["variants"] == {st.RECORDED.get(k, k): v for k, v in st.EXPLORE.items()}
+    assert rec["method"]["split_variants"] == st.SPLIT
     assert [tuple(r[:3]) for r in rec["rows"]] == st.SHAPES
     assert [tuple(r[:3]) for r in rec["tables"]["split_l2_hints"]["rows"]] == st.SPLIT_SHAPES
     (M, N, K), = st.SPLIT_SHAPES      # the unsplit 64 x 64 tiles are as many work units as split_k 4's
@@ -113,3 +115,40 @@ def test_the_small_tile_exploration_plans_every_shape_and_refuses_without_a_gpu(
         out = subprocess.run([sys.executable, str(ROOT / "tools" / "explore_small_tiles.py"), "--out", "/dev/null"],
                              capture_output=True, text=True)
         assert out.returncode != 0 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+
+
+def test_no_exploration_calls_the_pick_the_default():
+    """``hopper_matmul`` with no options is the pick (``pick_config``), not the default 128 x 256: a variant named
+    "default" must give options (two records were written with the pick so named: each tool's RECORDED says so)."""
+    import importlib
+    for path in sorted((ROOT / "tools").glob("explore_*.py")):
+        mod = importlib.import_module(path.stem)
+        for table in (getattr(mod, "EXPLORE", {}), getattr(mod, "SPLIT", {})):
+            for name, cfg in table.items():
+                assert not (name.startswith("default") and not cfg), f"{path.name}: {name!r} is the pick"
+
+
+def test_the_stream_k_tools_plan_every_shape_and_are_their_records():
+    """tools/explore_stream_k.py and tools/diagnose_stream_k.py: every configuration plans at every shape, each
+    refuses without a Hopper GPU in one line, and their records hold their variants (as RECORDED says for the column
+    named before the default had options) and shapes."""
+    import subprocess
+
+    import diagnose_stream_k as dg
+    import explore_stream_k as ex
+    from multicta_kernels import results
+    from multicta_kernels.core import hardware
+    for M, N, K in ex.SHAPES:
+        for cfg in ex.EXPLORE.values():
+            hm.plan(M, N, K, dtypes.DTYPES["float16"].gl, **cfg)
+    rec = results.load("h100/hopper_matmul_stream_k.json")
+    assert rec["method"]["variants"] == dict(ex.RECORDED.get(k, (k, v)) for k, v in ex.EXPLORE.items())
+    assert [tuple(r[:3]) for r in rec["rows"]] == ex.SHAPES
+    diag = results.load("h200/hopper_matmul_stream_k_diagnosis.json")
+    assert sorted({tuple(r[:3]) for r in diag["rows"]}) == sorted(tuple(c[:3]) for c in dg.CASES)
+    assert {(r[0], r[4]) for r in diag["rows"] if r[3] == "stream-K" and r[0] != 1536} >= {(1024, 32), (4096, 128)}
+    if not hardware.has(hardware.WGMMA):
+        for tool in ("explore_stream_k.py", "diagnose_stream_k.py"):
+            out = subprocess.run([sys.executable, str(ROOT / "tools" / tool), "--out", "/dev/null"],
+                                 capture_output=True, text=True)
+            assert out.returncode != 0 and len(out.stderr.strip().splitlines()) == 1, (tool, out.stderr)

@@ -22,8 +22,9 @@ from multicta_kernels.measure import sweeps, timing  # noqa: E402
 PINGPONG = dict(consumers=2, block_m=128, block_n=128, l2_hints=True)
 EXPLORE = {"ping-pong": dict(PINGPONG, stages=5),
            **{f"ping-pong, split_k {s}": dict(PINGPONG, stages=4, epilogue_n=32, split_k=s) for s in (2, 4, 8)},
-           "default": {},
+           "picked": {},        # no options: pick_config chooses (its record calls it "default": RECORDED)
            **{f"default, split_k {s}": dict(epilogue_n=64, split_k=s) for s in (2, 4)}}
+RECORDED = {"picked": "default"}      # a variant's name in results/h200/hopper_matmul_split_k.json, where it differs
 SHAPES = [(128, 4096, 14336), (128, 14336, 4096), (256, 8192, 8192), (512, 6144, 4096), (640, 8192, 8192),
           (1024, 1024, 1024), (1536, 1536, 1536), (2048, 2048, 2048), (2560, 2560, 2560), (3072, 3072, 3072)]
 
