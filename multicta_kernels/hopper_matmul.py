@@ -677,7 +677,7 @@ def prepare(a, b, out=None, *, programs: int | None = None, **config):
     compiled = p.kernel.warmup(*[args[n] for n in names], grid=(1,), num_warps=p.num_warps, num_ctas=p.num_ctas)
     resident = max_clusters(compiled, p.num_ctas) if p.persistent else tiles
     if p.stream_k:
-        programs, per = _stream_k_grid(tiles * math.ceil(call.K / p.block_k), resident, programs)
+        programs, per = stream_k_grid(tiles * math.ceil(call.K / p.block_k), resident, programs)
         args.update(per=per, **_stream_k_workspace(call.out.device, programs, p))
         tiles = programs
     elif programs is None:
@@ -696,10 +696,13 @@ def prepare(a, b, out=None, *, programs: int | None = None, **config):
     return launch
 
 
-def _stream_k_grid(steps: int, resident: int, programs: int | None) -> tuple[int, int]:
+def stream_k_grid(steps: int, resident: int, programs: int | None) -> tuple[int, int]:
     """Stream-K's grid: ``programs`` (default: as many as are resident at once) runs of ``per`` steps each, as
     equal as whole steps allow; trimmed so that none is empty. More programs than are resident is refused: a
     program waits for later ones, which could then never start."""
+    validate.count(steps, "steps", high=1 << 40)
+    validate.count(resident, "resident", high=1 << 20)
+    validate.optional_count(programs, "programs", high=1 << 20)
     if programs is not None and programs > resident:
         raise ValueError(f"programs = {programs}: stream_k=True needs every program resident at once (a program "
                          f"waits for later ones); at most {resident} on this GPU with this configuration")

@@ -67,10 +67,13 @@ def test_every_step_is_loaded_once_and_every_tile_stored_once_with_its_later_par
 def test_the_grid_gives_every_program_a_run_and_refuses_more_than_fit():
     """Runs as equal as whole steps allow, none empty; more programs than are resident is refused by name."""
     for steps, resident in ((72 * 24, 132), (7, 132), (1, 132), (144, 7), (133, 132)):
-        programs, per = hm._stream_k_grid(steps, resident, None)
+        programs, per = hm.stream_k_grid(steps, resident, None)
         assert programs <= min(steps, resident) and (programs - 1) * per < steps <= programs * per, (steps, resident)
     with pytest.raises(ValueError, match=r"programs = 133: stream_k=True needs every program resident.*at most 132"):
-        hm._stream_k_grid(1000, 132, 133)
+        hm.stream_k_grid(1000, 132, 133)
+    for bad in ((0, 132, None), (10, 0, None), (10, 132, 0), (10.5, 132, None)):
+        with pytest.raises((ValueError, TypeError), match="steps|resident|programs"):
+            hm.stream_k_grid(*bad)
 
 
 @pytest.mark.parametrize("cfg", [dict(stream_k=True, consumers=2, block_n=128), dict(stream_k=True, num_ctas=2),
