@@ -572,6 +572,10 @@ def plan(M, N, K, dtype, **options) -> HopperPlan:
             1, 1, 1, True, True, False):
         raise ValueError("stream_k=True needs num_ctas=1, consumers=1, split_k=1, warp_specialize=True, "
                          "persistent=True and instrument=False (one CTA per program, every program resident)")
+    if p.stream_k and p.smem_bytes <= SMEM_PER_CTA // 2:
+        raise ValueError(f"stream_k=True needs more than half a CTA's shared memory, so that one CTA fills an SM and "
+                         f"the occupancy count that sizes the grid is exact (every program must be resident): "
+                         f"{p.smem_bytes // 1024} KiB here; use more stages or a wider tile")
     if p.stages < 2 or p.smem_bytes > SMEM_PER_CTA:
         raise ValueError(f"{p.stages} stages need {p.smem_bytes // 1024} KiB of shared memory per CTA (at most "
                          f"{SMEM_PER_CTA // 1024} KiB, at least 2 stages): use fewer stages, a smaller "
@@ -692,6 +696,7 @@ def prepare(a, b, out=None, *, programs: int | None = None, **config):
         total()
         return out
     launch.grid = min(tiles, programs)
+    launch.workspace = {k: args[names.index(k)] for k in ("ws_ptr", "flag_ptr")} if p.stream_k else None
     launch.parts = {"matmul": lambda: run(*args), "sum": total}     # for timing each launch alone
     return launch
 
@@ -712,7 +717,8 @@ def stream_k_grid(steps: int, resident: int, programs: int | None) -> tuple[int,
 
 def _stream_k_workspace(device, programs: int, p) -> dict:
     """One fp32 tile-sized slot a program for the partial it hands on, and a flag a consumer thread (zeroed
-    once; the program that reads a slot clears its flags)."""
+    once; the program that reads a slot clears its flags). A prepared launch owns them: two launches of it must not
+    run at once (on two streams)."""
     import torch
     ws = torch.empty((programs, p.tile_m * p.block_n), device=device, dtype=torch.float32)
     flags = torch.zeros((programs, p.num_warps * 32), device=device, dtype=torch.int32)

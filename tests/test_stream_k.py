@@ -9,6 +9,7 @@ import torch
 from multicta_kernels import hopper_matmul as hm
 from multicta_kernels import lens
 from multicta_kernels.core.accuracy import assert_matmul_close, poisoned
+from multicta_kernels.gluon import tile_order
 from multicta_kernels.protocols import program
 from triton.experimental.gluon import language as gl
 
@@ -32,6 +33,9 @@ def test_every_step_is_loaded_once_and_every_tile_stored_once_with_its_later_par
     steps = -(-K // BK)
     loads, stored, runs = Counter(), Counter(), {}
     walk = program.stream_k_walk(cfg, M, N, K, grid)
+    assert len(walk) == hm.stream_k_grid(-(-M // TM) * -(-N // TN) * steps, grid, None)[0], "no empty program"
+    order = {(tm * TM, tn * TN): i for i, (tm, tn) in
+             enumerate(tile_order.planar_snake(-(-M // TM), -(-N // TN), p.minor_dim, p.tile_width))}
     for prog, w in enumerate(walk):
         ops = w["consumer"]
         posts = [i for i, o in enumerate(ops) if o[0] == "post"]
@@ -39,8 +43,9 @@ def test_every_step_is_loaded_once_and_every_tile_stored_once_with_its_later_par
         assert [ops[i] for i in posts] in ([], [("post", prog)]), f"program {prog} posts {[ops[i] for i in posts]}"
         assert not posts or not gathers or posts[0] < gathers[0], f"program {prog} gathers before it posts"
         assert all(ops[i][1] > prog for i in gathers), f"program {prog} waits for an earlier program"
-        for (m0, n0, k), nxt in zip(w["loads"], w["loads"][1:]):     # consecutive: K, then the next tile at 0
-            assert (nxt[:2] == (m0, n0) and nxt[2] == k + 1) or (k == steps - 1 and nxt[2] == 0), (prog, k, nxt)
+        for (m0, n0, k), nxt in zip(w["loads"], w["loads"][1:]):     # consecutive: K, then the walk's next tile
+            assert (nxt[:2] == (m0, n0) and nxt[2] == k + 1) or (
+                k == steps - 1 and nxt[2] == 0 and order[nxt[:2]] == order[(m0, n0)] + 1), (prog, k, nxt)
         for m0, n0, k in w["loads"]:
             loads[(m0, n0, k)] += 1
             runs.setdefault((m0, n0), []).append((k, prog))
@@ -78,7 +83,8 @@ def test_the_grid_gives_every_program_a_run_and_refuses_more_than_fit():
 
 @pytest.mark.parametrize("cfg", [dict(stream_k=True, consumers=2, block_n=128), dict(stream_k=True, num_ctas=2),
                                  dict(stream_k=True, split_k=2), dict(stream_k=True, warp_specialize=False),
-                                 dict(stream_k=True, persistent=False), dict(stream_k=1)])
+                                 dict(stream_k=True, persistent=False), dict(stream_k=1),
+                                 dict(stream_k=True, block_n=64, stages=3)])
 def test_plan_refuses_what_stream_k_does_not_do(cfg):
     with pytest.raises((ValueError, TypeError), match="stream_k"):
         hm.hopper_matmul_spec(**cfg)
@@ -90,12 +96,16 @@ def test_the_ptx_releases_each_threads_partial_and_acquires_before_reading():
     partial's loads; no spills (the slot's addresses are made where they are used)."""
     k = lens.compile(hm.hopper_matmul_spec(stream_k=True), "sm_90a")
     ptx = k.ptx
+    assert ptx.count("atom.global.gpu.release.exch.b32") == 1, "one release a thread (a flag each)"
     rel = ptx.index("atom.global.gpu.release.exch.b32")
-    assert ptx.rfind("st.global.v2.b32", 0, rel) > 0, "the partial is stored before its flag is released"
+    post = ptx[ptx.rfind("wgmma.wait_group", 0, rel):rel]          # from the run's last MMA to the release
+    assert post.count("st.global.v2.b32") == 128 * 256 // (256 * 2), "the whole partial, then the flag"
     poll = ptx.index("ld.relaxed.gpu.global.b32")
     acq = ptx.index("fence.acquire.gpu", poll)
     first_read = ptx.index("ld.global.v2.b32", acq)
     assert poll < acq < first_read and "ld.global.v2.b32" not in ptx[poll:acq]
+    last_read = ptx.rindex("ld.global.v2.b32")
+    assert "st.global.b32" in ptx[last_read:ptx.index("cvt.rn.f16x2.f32", last_read)], "the flag cleared after"
     assert k.census(["ld.local", "st.local"]) == {"ld.local": 0, "st.local": 0}
     assert k.shared_bytes <= hm.plan(8192, 8192, 4096, gl.float16, stream_k=True).smem_bytes
 
@@ -113,16 +123,21 @@ def test_the_ptx_releases_each_threads_partial_and_acquires_before_reading():
 def test_stream_k_matches_torch_launch_after_launch(name, M, N, K, dtype, programs):
     """Tiles shared by two, by four and by many programs, runs of many tiles with shared ends, edge tiles, M = 1:
     element by element against torch, in an output poisoned with NaN before each of three launches of one
-    prepared call (a flag left set would let the next launch read a slot before it is written)."""
+    prepared call with new operands each time and the workspace poisoned with NaN (a flag left set would let the
+    next launch read a slot before it is written: the old partial, or NaN); every flag is clear after each launch."""
     a = torch.randn(M, K, device="cuda").to(dtype)
     b = torch.randn(K, N, device="cuda").to(dtype)
     c = poisoned((M, N), dtype)
     launch = hm.prepare(a, b, c, programs=programs, **STREAM_K[name])
-    for i in range(3):
+    for i in range(3):      # new operands in the same tensors each launch: a stale slot would hold the old ones
+        a.copy_(torch.randn(M, K, device="cuda").to(dtype))
+        b.copy_(torch.randn(K, N, device="cuda").to(dtype))
+        launch.workspace["ws_ptr"].fill_(float("nan"))   # a slot read before its program wrote it: NaN out
         c.fill_(float("nan"))
         launch()
         torch.cuda.synchronize()
         assert_matmul_close(c, a, b, f"{name}, launch {i}")
+        assert not launch.workspace["flag_ptr"].any(), "every flag a launch set is cleared for the next"
 
 
 @pytest.mark.wgmma

@@ -485,8 +485,8 @@ def hopper_matmul_walk(config: dict, M: int, N: int, K: int, grid: int) -> list[
 
 
 def stream_k_walk(config: dict, M: int, N: int, K: int, grid: int) -> list[dict]:
-    """What each of ``grid`` programs of ``stream_k_matmul_kernel`` (options ``config``, with ``stream_k=True``)
-    does at M x N x K, from the kernel's own program run on the CPU: per program, ``{"loads": [(row, col, k)],
+    """What each program of ``stream_k_matmul_kernel`` (options ``config``, with ``stream_k=True``; at most
+    ``grid`` programs, as ``stream_k_grid`` sizes the grid) does at M x N x K, from the kernel's own program run on the CPU: per program, ``{"loads": [(row, col, k)],
     "consumer": [...]}``, the (A row, B column, K step) of each step its producer loads, in order, and what its
     consumer does in order: ``("post", q)`` (hands a partial to slot q), ``("gather", q)`` (adds slot q's) and
     ``("store", row, col)`` (each store of its epilogue)."""
@@ -496,7 +496,8 @@ def stream_k_walk(config: dict, M: int, N: int, K: int, grid: int) -> list[dict]
     proto = models.hopper_matmul(num_ctas=1, consumers=1)
     proto.kernel = ("hopper_matmul", dict(config), "sm_90a")
     steps = -(-M // p.tile_m) * -(-N // p.block_n) * -(-K // p.block_k)
-    proto.runtime = {"M": M, "N": N, "K": K, "per": -(-steps // grid), "_grid": grid}
+    grid, per = hopper_matmul.stream_k_grid(steps, grid, None)       # as prepare() sizes it: no empty program
+    proto.runtime = {"M": M, "N": N, "K": K, "per": per, "_grid": grid}
     walk = []
     for prog in range(grid):
         a, loads, consumer = [], [], []
