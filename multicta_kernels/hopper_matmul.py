@@ -680,14 +680,13 @@ def prepare(a, b, out=None, *, programs: int | None = None, **config):
     names = p.kernel.arg_names
     compiled = p.kernel.warmup(*[args[n] for n in names], grid=(1,), num_warps=p.num_warps, num_ctas=p.num_ctas)
     resident = max_clusters(compiled, p.num_ctas) if p.persistent else tiles
-    if p.stream_k:
-        programs, per = stream_k_grid(tiles * math.ceil(call.K / p.block_k), resident, programs)
-        args.update(per=per, **_stream_k_workspace(call.out.device, programs, p))
-        tiles = programs
-    elif programs is None:
-        programs = resident
+    if p.stream_k:                      # the grid: runs of equal steps, none empty
+        grid, per = stream_k_grid(tiles * math.ceil(call.K / p.block_k), resident, programs)
+        args.update(per=per, **_stream_k_workspace(call.out.device, grid, p))
+    else:
+        grid = min(tiles, resident if programs is None else programs)
     args = [args[n] for n in names]
-    run = compiled[(min(tiles, programs), 1, 1)]
+    run = compiled[(grid, 1, 1)]
     out = call.out
     total = _split_k_sum(call, p) if p.split_k > 1 else (lambda: None)
 
@@ -695,7 +694,7 @@ def prepare(a, b, out=None, *, programs: int | None = None, **config):
         run(*args)
         total()
         return out
-    launch.grid = min(tiles, programs)
+    launch.grid = grid
     launch.workspace = {k: args[names.index(k)] for k in ("ws_ptr", "flag_ptr")} if p.stream_k else None
     launch.parts = {"matmul": lambda: run(*args), "sum": total}     # for timing each launch alone
     return launch

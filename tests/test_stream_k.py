@@ -110,6 +110,23 @@ def test_the_ptx_releases_each_threads_partial_and_acquires_before_reading():
     assert k.shared_bytes <= hm.plan(8192, 8192, 4096, gl.float16, stream_k=True).smem_bytes
 
 
+def test_each_k_step_runs_the_synchronisation_of_the_default_kernel():
+    """Per loop of the PTX (``lens.schedule``): the stream-K producer's loop and its consumer's K-step loops execute
+    the same barrier waits, arrives and CTA barriers as the default kernel's, and no init fence or cluster barrier
+    enters any loop; what stream-K adds runs once per run (the hand-on) or once per partial gathered."""
+    def loops(cfg):
+        k = lens.compile(hm.hopper_matmul_spec(**cfg), "sm_90a")
+        per = {}
+        for r in lens.schedule(k.ptx):
+            per.setdefault(r["loop"].source if r["loop"] else "once", Counter())[r["op"]] += 1
+        per.pop("once", None)
+        return per
+    sk, default = loops(dict(stream_k=True)), loops({"num_ctas": 1})
+    assert not [op for c in sk.values() for op in c if op.startswith(("fence.mbarrier_init", "barrier.cluster"))]
+    same = [c for c in default.values() if "fence.proxy.async" not in c]   # all but the per-tile epilogue's
+    assert len(same) == 3 and all(c in list(sk.values()) for c in same), (same, sk)
+
+
 @pytest.mark.wgmma
 @pytest.mark.parametrize("name", sorted(STREAM_K))
 @pytest.mark.parametrize("M, N, K, dtype, programs", [(1536, 1536, 1536, torch.float16, None),
