@@ -152,3 +152,39 @@ def test_the_stream_k_tools_plan_every_shape_and_are_their_records():
             out = subprocess.run([sys.executable, str(ROOT / "tools" / tool), "--out", "/dev/null"],
                                  capture_output=True, text=True)
             assert out.returncode != 0 and len(out.stderr.strip().splitlines()) == 1, (tool, out.stderr)
+
+
+def test_the_fixed_cost_diagnosis_fits_lines_and_splits_a_timeline_into_phases():
+    """tools/diagnose_fixed_cost.py: its line fit recovers a fixed cost and a rate from points on a line (the one-step
+    point left out), its phase split reads a synthetic two-CTA timeline as built, every held configuration plans at
+    every depth it sweeps, and without a Hopper GPU it refuses in one line."""
+    import subprocess
+
+    import diagnose_fixed_cost as fc
+    from multicta_kernels.core import hardware
+    from multicta_kernels.measure import traces as tl
+    ks = [64, 256, 512, 1024, 2048]
+    t0, per = fc.fit(ks, [99.0] + [5.0 + 3.0 * k / 1024 for k in ks[1:]])     # K = 64 is off the line, and ignored
+    assert (round(t0, 6), round(per, 6)) == (5.0, 3.0)
+    cols = tl.COLUMNS
+    rec = lambda cta, scope, s, e, part="consumer": dict(zip(cols, (0, cta, cta, cta, 0, 0, part, 0, scope,  # noqa
+                                                                    "scope", s, e)))
+    rows = []
+    for cta, shift in ((0, 0.0), (1, 100.0)):
+        rows += [rec(cta, "load", shift + 10, shift + 20, "producer"), rec(cta, "wait_ready", shift + 15, shift + 400),
+                 rec(cta, "mma", shift + 400, shift + 450), rec(cta, "mma", shift + 900, shift + 950),
+                 rec(cta, "epilogue", shift + 960, shift + 1300)]
+    tr = tl.Trace([[r[c] for c in cols] for r in rows], meta={})
+    ph = fc.phases(tr)
+    assert ph["ctas"] == 2 and ph["launch_span"] == 1390.0
+    assert ph["fill"] == {"median": 390.0, "min": 390.0, "max": 390.0}
+    assert ph["main_loop"]["median"] == 550.0 and ph["epilogue"]["median"] == 340.0
+    assert ph["after_last_mma"]["median"] == 350.0 and ph["start"] == {"median": 60.0, "min": 10.0, "max": 110.0}
+    for M, N, K_ref in fc.SHAPES:
+        cfg = hm.pick_config(K_ref, M, N, 132) or dict(hm.CONFIG)
+        for K in fc.KS:
+            hm.plan(M, N, K, dtypes.DTYPES["float16"].gl, **cfg)
+    if not hardware.has(hardware.WGMMA):
+        out = subprocess.run([sys.executable, str(ROOT / "tools" / "diagnose_fixed_cost.py"), "--out", "/tmp/fc"],
+                             capture_output=True, text=True)
+        assert out.returncode != 0 and len(out.stderr.strip().splitlines()) == 1, out.stderr
