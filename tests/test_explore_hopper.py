@@ -184,6 +184,13 @@ def test_the_fixed_cost_diagnosis_fits_lines_and_splits_a_timeline_into_phases()
         cfg = hm.pick_config(K_ref, M, N, 132) or dict(hm.CONFIG)
         for K in fc.KS:
             hm.plan(M, N, K, dtypes.DTYPES["float16"].gl, **cfg)
+    from multicta_kernels import results
+    rec = results.load("h100/hopper_matmul_fixed_cost.json")           # the records hold the tool's plan
+    assert [tuple(r[:3]) for r in rec["rows"]] == [(M, N, K) for M, N, _ in fc.SHAPES for K in fc.KS]
+    assert [tuple(f[:3]) for f in rec["fits"]] == fc.SHAPES
+    parts = results.load("h100/hopper_matmul_ablated_parts.json")
+    assert sorted({tuple(r[:3]) for r in parts["rows"]}) == sorted(fc.ABLATED)
+    assert {r[3] for r in parts["rows"] if r[4]} >= {"picked", "cuBLAS"}, "the real kernels are in and checked"
     if not hardware.has(hardware.WGMMA):
         out = subprocess.run([sys.executable, str(ROOT / "tools" / "diagnose_fixed_cost.py"), "--out", "/tmp/fc"],
                              capture_output=True, text=True)

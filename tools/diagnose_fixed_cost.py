@@ -249,6 +249,7 @@ def main():
     traced = []
     for M, N, K in ([(1536, 1536, 1536)] if args.quick else [(1536, 1536, 1536), (1024, 1024, 1024)]):
         cfg = hm.pick_config(K, M, N, sms) or dict(hm.CONFIG)
+        cfg.pop("instrument", None)                      # CONFIG holds instrument=False; the call below sets it
         a = torch.randn(M, K, device="cuda", dtype=torch.float16)
         b = torch.randn(K, N, device="cuda", dtype=torch.float16)
         c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.float16)
