@@ -184,6 +184,8 @@ def test_the_fixed_cost_diagnosis_fits_lines_and_splits_a_timeline_into_phases()
         cfg = hm.pick_config(K_ref, M, N, 132) or dict(hm.CONFIG)
         for K in fc.KS:
             hm.plan(M, N, K, dtypes.DTYPES["float16"].gl, **cfg)
+    for M, N, K in ((1536, 1536, 1536), (1024, 1024, 1024)):          # the traced launches take instrument=True
+        hm.plan(M, N, K, dtypes.DTYPES["float16"].gl, **fc.traced_config(M, N, K, 132), instrument=True)
     from multicta_kernels import results
     rec = results.load("h100/hopper_matmul_fixed_cost.json")           # the records hold the tool's plan
     assert [tuple(r[:3]) for r in rec["rows"]] == [(M, N, K) for M, N, _ in fc.SHAPES for K in fc.KS]

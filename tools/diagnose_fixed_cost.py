@@ -57,6 +57,12 @@ def fit(ks, us):
     return mt - slope * mk, slope * 1024
 
 
+def traced_config(M, N, K, sms):
+    """The pick's options at (M, N, K), every one named but ``instrument``, which the timeline's call sets."""
+    cfg = hm.pick_config(K, M, N, sms) or dict(hm.CONFIG)
+    return {k: v for k, v in cfg.items() if k != "instrument"}
+
+
 def floor_us():
     """do_bench's median for an empty kernel of one program: the timer's own floor."""
     import torch
@@ -248,8 +254,7 @@ def main():
     clock = sm_clock_mhz()
     traced = []
     for M, N, K in ([(1536, 1536, 1536)] if args.quick else [(1536, 1536, 1536), (1024, 1024, 1024)]):
-        cfg = hm.pick_config(K, M, N, sms) or dict(hm.CONFIG)
-        cfg.pop("instrument", None)                      # CONFIG holds instrument=False; the call below sets it
+        cfg = traced_config(M, N, K, sms)
         a = torch.randn(M, K, device="cuda", dtype=torch.float16)
         b = torch.randn(K, N, device="cuda", dtype=torch.float16)
         c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.float16)
