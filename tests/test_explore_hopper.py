@@ -167,16 +167,19 @@ def test_the_fixed_cost_diagnosis_fits_lines_and_splits_a_timeline_into_phases()
     t0, per = fc.fit(ks, [99.0] + [5.0 + 3.0 * k / 1024 for k in ks[1:]])     # K = 64 is off the line, and ignored
     assert (round(t0, 6), round(per, 6)) == (5.0, 3.0)
     cols = tl.COLUMNS
-    rec = lambda cta, scope, s, e, part="consumer": dict(zip(cols, (0, cta, cta, cta, 0, 0, part, 0, scope,  # noqa
-                                                                    "scope", s, e)))
+    rec = lambda cta, scope, s, e, part="consumer", w=0: dict(zip(cols, (0, cta, cta, cta, w, w, part, 0,  # noqa
+                                                                         scope, "scope", s, e)))
     rows = []
     for cta, shift in ((0, 0.0), (1, 100.0)):
-        rows += [rec(cta, "load", shift + 10, shift + 20, "producer"), rec(cta, "wait_ready", shift + 15, shift + 400),
-                 rec(cta, "mma", shift + 400, shift + 450), rec(cta, "mma", shift + 900, shift + 950),
-                 rec(cta, "epilogue", shift + 960, shift + 1300)]
-    tr = tl.Trace([[r[c] for c in cols] for r in rows], meta={})
-    ph = fc.phases(tr)
-    assert ph["ctas"] == 2 and ph["launch_span"] == 1390.0
+        rows += [rec(cta, "load", shift + 10, shift + 20, "producer", 4),
+                 rec(cta, "wait_ready", shift + 15, shift + 400),
+                 rec(cta, "mma", shift + 400, shift + 450), rec(cta, "mma", shift + 900, shift + 950)]
+        rows += [rec(cta, "epilogue", shift + 960, shift + 1300 - 10 * w, w=w) for w in range(4)]  # one per warp
+    tr = tl.Trace([[r[c] for c in cols] for r in rows], meta={"clock_mhz": 2000.0})
+    ph = fc.phases(tr, k_steps=2)
+    assert ph["ctas"] == 2 and ph["launch_span"] == 1390.0 and ph["step_cycles"] == 1000.0   # 500 ns at 2 GHz
+    with pytest.raises(ValueError, match="lost records: warp 0 of CTA 0 has 2 MMA scopes, not a multiple of 3"):
+        fc.phases(tr, k_steps=3)                                     # a truncated trace is refused
     assert ph["fill"] == {"median": 390.0, "min": 390.0, "max": 390.0}
     assert ph["main_loop"]["median"] == 550.0 and ph["epilogue"]["median"] == 340.0
     assert ph["after_last_mma"]["median"] == 350.0 and ph["start"] == {"median": 60.0, "min": 10.0, "max": 110.0}
@@ -186,6 +189,8 @@ def test_the_fixed_cost_diagnosis_fits_lines_and_splits_a_timeline_into_phases()
             hm.plan(M, N, K, dtypes.DTYPES["float16"].gl, **cfg)
     for M, N, K in ((1536, 1536, 1536), (1024, 1024, 1024)):          # the traced launches take instrument=True
         hm.plan(M, N, K, dtypes.DTYPES["float16"].gl, **fc.traced_config(M, N, K, 132), instrument=True)
+        spec = hm.hopper_matmul_spec(**fc.traced_config(M, N, K, 132), instrument=True)
+        assert "st.global" in tl.instrumented(spec, "sm_90a", mode=fc.BUFFERS[-1][1]()).ptx   # the fallback compiles
     from multicta_kernels import results
     rec = results.load("h100/hopper_matmul_fixed_cost.json")           # the records hold the tool's plan
     assert [tuple(r[:3]) for r in rec["rows"]] == [(M, N, K) for M, N, _ in fc.SHAPES for K in fc.KS]
@@ -193,6 +198,9 @@ def test_the_fixed_cost_diagnosis_fits_lines_and_splits_a_timeline_into_phases()
     parts = results.load("h100/hopper_matmul_ablated_parts.json")
     assert sorted({tuple(r[:3]) for r in parts["rows"]}) == sorted(fc.ABLATED)
     assert {r[3] for r in parts["rows"] if r[4]} >= {"picked", "cuBLAS"}, "the real kernels are in and checked"
+    ph = results.load("h100/hopper_matmul_phases.json")
+    assert [tuple(r[:3]) for r in ph["rows"]] == [(1536, 1536, 1536), (1024, 1024, 1024)]
+    assert all(r[4]["step_cycles"] and r[4]["buffer"] in [b for b, _ in fc.BUFFERS] for r in ph["rows"])
     if not hardware.has(hardware.WGMMA):
         out = subprocess.run([sys.executable, str(ROOT / "tools" / "diagnose_fixed_cost.py"), "--out", "/tmp/fc"],
                              capture_output=True, text=True)

@@ -45,6 +45,10 @@ STREAM_K_COPIES = {
         '    acc += gl.load(_slot(ws_ptr, q, acc.shape[0], acc.shape[1], layout))\n': ""},
 }
 ABLATED = [(1536, 1536, 1536), (1024, 1024, 1024)]
+# proton's record buffer for the traced launches: the default (what the kernel leaves of a CTA's shared memory: 16
+# records a warp beside ping-pong's five stages, too few for 1024^3), then 4 KB a warp in global memory (both traced
+# kernels have 12 warps; proton wants a power of two a warp)
+BUFFERS = [("shared", lambda: tl.default_mode()), ("global, 4 KB a warp", lambda: tl.global_mode(12 * 4096))]
 STREAM_K_PROGRAMS = [96, None]       # at 1536^3: runs of 18 K steps, and as many programs as are resident (14)
 
 
@@ -97,33 +101,45 @@ def kernels_run(fn):
     return out
 
 
-def phases(trace):
+def phases(trace, k_steps=None):
     """Per CTA of one recorded launch (ns since the launch's first record): its first record, the end of its first
-    wait for a ready stage, its first and last MMA, its epilogues' total, its last record; medians and extremes
-    over the CTAs."""
-    ctas = {}
+    wait for a ready stage, its first and last MMA, its epilogues' total (summed per warp, the busiest warp's: the
+    warps of a consumer run one epilogue side by side, and each records it), its last record; medians and extremes
+    over the CTAs. ``step_cycles``: the median time from one MMA scope's start to the next one's in a warp, in SM
+    cycles (the trace's own unit inside a CTA, exact whatever the clock). ``k_steps``: the MMA scopes a warp
+    records per tile; a warp with a count that is not a multiple of it lost records (proton keeps a warp's last
+    ones when its buffer fills), and the split refuses it."""
+    ctas, mmas = {}, {}
     for r in trace.records():
         c = ctas.setdefault(r["cta"], dict(start=r["start_ns"], end=r["end_ns"], first_ready=None, first_mma=None,
-                                           last_mma=0.0, epilogue=0.0, tiles=0))
+                                           last_mma=0.0, epilogue={}))
         c["start"], c["end"] = min(c["start"], r["start_ns"]), max(c["end"], r["end_ns"])
         if r["scope"] == "wait_ready" and (c["first_ready"] is None or r["end_ns"] < c["first_ready"]):
             c["first_ready"] = r["end_ns"]
         if r["scope"] == "mma":
             c["first_mma"] = r["start_ns"] if c["first_mma"] is None else min(c["first_mma"], r["start_ns"])
             c["last_mma"] = max(c["last_mma"], r["end_ns"])
-        if r["scope"] == "epilogue":
-            c["epilogue"] += (r["end_ns"] - r["start_ns"]) / (2 if trace.meta.get("consumers") == 2 else 1)
-            c["tiles"] += 1
+            mmas.setdefault((r["cta"], r["warp"]), []).append(r["start_ns"])
+        if r["scope"] == "epilogue":                   # every warp of a consumer records its own scope
+            c["epilogue"][r["warp"]] = c["epilogue"].get(r["warp"], 0.0) + r["end_ns"] - r["start_ns"]
+    short = sorted(w for w, v in mmas.items() if k_steps and len(v) % k_steps)
+    if short:
+        cta, warp = short[0]
+        raise ValueError(f"the trace lost records: warp {warp} of CTA {cta} has {len(mmas[short[0]])} MMA scopes, "
+                         f"not a multiple of {k_steps} K steps (a larger proton buffer keeps them)")
     parts = {"start": [c["start"] for c in ctas.values()],
              "fill": [c["first_ready"] - c["start"] for c in ctas.values()],
              "main_loop": [c["last_mma"] - c["first_mma"] for c in ctas.values()],
-             "epilogue": [c["epilogue"] for c in ctas.values()],
+             "epilogue": [max(c["epilogue"].values(), default=0.0) for c in ctas.values()],
              "after_last_mma": [c["end"] - c["last_mma"] for c in ctas.values()],
              "span": [c["end"] - c["start"] for c in ctas.values()]}
     out = {k: {"median": round(statistics.median(v), 1), "min": round(min(v), 1), "max": round(max(v), 1)}
            for k, v in parts.items()}
     out["ctas"] = len(ctas)
     out["launch_span"] = round(max(c["end"] for c in ctas.values()) - min(c["start"] for c in ctas.values()), 1)
+    gaps = [b - a for v in mmas.values() for a, b in zip(sorted(v), sorted(v)[1:])]
+    mhz = trace.meta.get("clock_mhz")
+    out["step_cycles"] = round(statistics.median(gaps) * mhz / 1000, 1) if gaps and mhz else None
     return out
 
 
@@ -185,6 +201,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True)
     ap.add_argument("--quick", action="store_true", help="two shapes, three depths")
+    ap.add_argument("--only", choices=["all", "timelines"], default="all",
+                    help="timelines: only the traced launches and their phase split (the other records kept)")
     args = ap.parse_args()
     require_or_exit("diagnose_fixed_cost", WGMMA)
     out = Path(args.out)
@@ -192,6 +210,15 @@ def main():
     env = results.environment()
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     shapes, ks = (SHAPES[:2], KS[1:4]) if args.quick else (SHAPES, KS)
+    if args.only == "all":
+        fixed_cost(out, env, sms, shapes, ks)
+        ablations(out, env, sms, args.quick)
+    timelines(out, env, sms, args.quick)
+
+
+def fixed_cost(out, env, sms, shapes, ks):
+    """Each shape's time against K with the pick's configuration held, a line fitted to it and to the baseline."""
+    import torch
     floor = floor_us()
     timing.log(f"[fixed cost] empty kernel: {floor:.2f} us")
     blas = Cublas()
@@ -247,13 +274,14 @@ def main():
               "baseline_kernels": chosen}
     results.save(result, out / "hopper_matmul_fixed_cost.json")
 
-    ablations(out, env, sms, args.quick)
 
-    # one launch at 1536^3 with the timeline scopes: where a CTA's time goes
+def timelines(out, env, sms, quick):
+    """One launch at 1536^3 and 1024^3 with the timeline scopes, split per CTA into its phases."""
+    import torch
     from record_timelines import sm_clock_mhz
     clock = sm_clock_mhz()
     traced = []
-    for M, N, K in ([(1536, 1536, 1536)] if args.quick else [(1536, 1536, 1536), (1024, 1024, 1024)]):
+    for M, N, K in ([(1536, 1536, 1536)] if quick else [(1536, 1536, 1536), (1024, 1024, 1024)]):
         cfg = traced_config(M, N, K, sms)
         a = torch.randn(M, K, device="cuda", dtype=torch.float16)
         b = torch.randn(K, N, device="cuda", dtype=torch.float16)
@@ -261,11 +289,21 @@ def main():
         names = ["producer", "consumer0", "consumer1"] if cfg.get("consumers", 1) == 2 else ["consumer", "producer"]
         owner = tl.placed_partitions(hm.hopper_matmul_spec(**cfg), names)
         name = f"hopper_matmul_{M}_{N}_{K}"
-        tr = tl.record(lambda: hm.hopper_matmul(a, b, out=c, **cfg, instrument=True), name, partitions=owner,
-                       clock_mhz=clock["clock_mhz"])
-        assert_matmul_close(c, a, b, name)
-        tr.meta["consumers"] = cfg.get("consumers", 1)
-        ph = phases(tr)
+        full = {**hm.CONFIG, **cfg}
+        for buffer, mode in BUFFERS:                    # the kernel's own shared memory first, then global memory
+            tr = tl.record(lambda: hm.hopper_matmul(a, b, out=c, **cfg, instrument=True), name, partitions=owner,
+                           clock_mhz=clock["clock_mhz"], mode=mode())
+            assert_matmul_close(c, a, b, name)
+            try:
+                ph = phases(tr, k_steps=K // full["block_k"])
+                break
+            except ValueError as e:                     # proton dropped a warp's first records: a bigger buffer
+                timing.log(f"[fixed cost] timeline {M}x{N}x{K} with the {buffer} buffer: {e}")
+        else:
+            raise SystemExit(f"diagnose_fixed_cost: the {M}x{N}x{K} timeline lost records in every buffer tried")
+        tr.meta["buffer"] = buffer
+        ph["buffer"], ph["clock_estimate_mhz"] = buffer, tr.meta.get("clock_estimate_mhz")
+        ph["mma_flop_per_step"] = 2 * full["block_m"] * full["block_n"] * full["block_k"]     # one tile, one K step
         traced.append([M, N, K, pick_label(hm.pick_config(K, M, N, sms)), ph])
         timing.log(f"[fixed cost] timeline {M}x{N}x{K}: {ph}")
         tl.save(tl.trim(tr, clusters=4), out / f"timeline_{name}.json", env, benchmark=f"timeline-{name}",
@@ -273,12 +311,15 @@ def main():
                         "kernel": f"hopper_matmul_kernel {M} x {N} x {K} fp16, {cfg}"})
     results.save({"benchmark": "hopper-matmul-phases", **env,
                   "method": {"timer": "proton intra-kernel instrumentation (timeline scopes), one launch after a "
-                                      "warm-up; ns; per CTA, then the median, min and max over CTAs",
+                                      "warm-up; ns (cycles / clock_mhz inside a CTA); per CTA, then the median, min "
+                                      "and max over CTAs; step_cycles: median MMA-start-to-MMA-start in one warp, in "
+                                      "SM cycles; a trace that lost records is refused and taken again with a bigger "
+                                      "buffer",
                              "clock": clock,
                              "phases": "start: the CTA's first record after the launch's first; fill: first record to "
                                        "the end of the first wait for a ready stage; main_loop: first MMA's start to "
-                                       "the last MMA's end; epilogue: the epilogue scopes' total (per consumer); "
-                                       "after_last_mma: last MMA's end to the CTA's last record"},
+                                       "the last MMA's end; epilogue: the epilogue scopes' total per warp, the busiest "
+                                       "warp's; after_last_mma: last MMA's end to the CTA's last record"},
                   "ceilings": {}, "columns": ["M", "N", "K", "pick", "phases"], "rows": traced},
                  out / "hopper_matmul_phases.json")
     timing.log("[fixed cost] done")

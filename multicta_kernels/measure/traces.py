@@ -96,6 +96,14 @@ def default_mode(buffer_size: int = 0):
     return proton.mode.Default(buffer_type="shared", buffer_size=buffer_size)
 
 
+def global_mode(buffer_size: int):
+    """As :func:`default_mode`, with the records in global memory: ``buffer_size`` bytes a CTA, for a kernel that
+    leaves too little shared memory for the records it makes (proton keeps a warp's last ones and warns). Proton
+    splits it into one segment a warp and wants each a power of two: ``warps * 2**k``."""
+    import triton.profiler as proton
+    return proton.mode.Default(buffer_type="global", buffer_size=buffer_size)
+
+
 @contextlib.contextmanager
 def proton_compiler(mode=None, max_shared: int | None = None):
     """While open, kernels compile with proton's instrumentation passes, as inside a
