@@ -13,7 +13,7 @@ from pathlib import Path
 PKG = Path(__file__).resolve().parent.parent / "multicta_kernels"
 
 # The chapters in book order: a chapter may import the chapters before it.
-CHAPTERS = ("foundations", "primer", "softmax", "barrier_model", "barriers", "multicast", "two_cta", "clc_matmul", "hopper_matmul")
+CHAPTERS = ("foundations", "primer", "softmax", "barrier_model", "barriers", "multicast", "two_cta", "clc_matmul", "hopper_matmul", "wide_tiles")
 
 # layer: the layers it may import (besides its own). Read top to bottom: a layer only ever imports layers above it
 # in this table, so the table is also the order in which the package is built.

@@ -1,0 +1,266 @@
+"""Chapter 6's last gaps: an output tile as wide as the SM count needs, made of two accumulators.
+
+Where the pick is behind cuBLAS, each busy SM's main loop already runs at the tensor cores' rate (a K step of
+128 x 256 x 64 takes 1024 cycles: results/h100/hopper_matmul_phases.json); the gap is the SMs without a tile.
+wgmma takes any N that is a multiple of 8 up to 256, but a Gluon 3.9 tensor has a power-of-two shape, so a
+128 x 192 tile cannot be one accumulator. Here it is two, side by side: 128 x N0 (N0 = 128) and 128 x N1
+(N1 = 16, 32 or 64). A stage of the ring holds A's 128 x 64 rows and B's 64 x N0 and 64 x N1 boxes, three TMA
+loads on one ``ready`` barrier; a K step issues one wgmma into each accumulator, then waits for the previous
+step's two before it gives that stage back. One CTA per SM, persistent, a producer warp and two consumer
+warpgroups: chapter 6's default kernel, with B split in two. No cluster, no multicast, no split-K.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia import hopper
+from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma
+
+from . import lens
+from .core import hardware, validate
+from .core.dtypes import DTYPES
+from .core.hardware import SMEM_PER_CTA, WGMMA, check_on_gpu, require
+from .core.occupancy import max_clusters
+from .gluon.operands import check_operands, check_tma_tensor, descriptor_type, gl_dtype, nvmma_layout
+from .gluon.ring import stage_of
+from .gluon.scope import scope
+from .gluon.tile_order import snake_tile
+
+BLOCK_M, BLOCK_N0, BLOCK_K = 128, 128, 64
+EXTRAS = (16, 32, 64)            # the second accumulator's widths: tiles 144, 160 and 192 wide
+
+
+@gluon.aggregate
+class Wide:
+    """The operands, the ring of A and both B boxes, and its barriers."""
+    a_desc: tma.tensor_descriptor
+    b0_desc: tma.tensor_descriptor
+    b1_desc: tma.tensor_descriptor
+    c0_desc: tma.tensor_descriptor
+    c1_desc: tma.tensor_descriptor
+    a_bufs: gl.shared_memory_descriptor
+    b0_bufs: gl.shared_memory_descriptor
+    b1_bufs: gl.shared_memory_descriptor
+    ready: gl.shared_memory_descriptor      # stage s has landed: A's rows and both B boxes
+    empty: gl.shared_memory_descriptor      # the consumers are done with stage s
+    M: gl.tensor
+    N: gl.tensor
+    K: gl.tensor
+    STAGES: gl.constexpr
+    INSTRUMENT: gl.constexpr
+
+    @gluon.jit
+    def tiles(self):
+        TN: gl.constexpr = self.b0_desc.block_shape[1] + self.b1_desc.block_shape[1]
+        return gl.cdiv(self.M, self.a_desc.block_shape[0]), gl.cdiv(self.N, TN)
+
+    @gluon.jit
+    def offsets(self, lin):
+        TN: gl.constexpr = self.b0_desc.block_shape[1] + self.b1_desc.block_shape[1]
+        m_tiles, n_tiles = self.tiles()
+        tm, tn = snake_tile(lin, m_tiles, n_tiles, 0, 8)
+        return tm * self.a_desc.block_shape[0], tn * TN
+
+
+@gluon.jit
+def wide_producer(w):
+    BK: gl.constexpr = w.a_desc.block_shape[1]
+    N0: gl.constexpr = w.b0_desc.block_shape[1]
+    m_tiles, n_tiles = w.tiles()
+    it = 0
+    for lin in range(gl.program_id(0), m_tiles * n_tiles, gl.num_programs(0)):
+        off_m, off_n = w.offsets(lin)
+        for k in range(gl.cdiv(w.K, BK)):
+            s, phase = stage_of(it, w.STAGES)
+            if it >= w.STAGES:                                   # the stage was used before: wait until freed
+                with scope("wait_free", w.INSTRUMENT):
+                    mbarrier.wait(w.empty.index(s), phase ^ 1)
+            with scope("load", w.INSTRUMENT):                    # three boxes, one barrier: it expects their sum
+                mbarrier.expect(w.ready.index(s), w.a_desc.nbytes_per_cta + w.b0_desc.nbytes_per_cta
+                                + w.b1_desc.nbytes_per_cta)
+                tma.async_load(w.a_desc, [off_m, k * BK], w.ready.index(s), w.a_bufs.index(s))
+                tma.async_load(w.b0_desc, [k * BK, off_n], w.ready.index(s), w.b0_bufs.index(s))
+                tma.async_load(w.b1_desc, [k * BK, off_n + N0], w.ready.index(s), w.b1_bufs.index(s))
+            it += 1
+
+
+@gluon.jit
+def wide_consumer(w, c0_smem, c1_smem, acc0_layout: gl.constexpr, acc1_layout: gl.constexpr):
+    TM: gl.constexpr = w.a_desc.block_shape[0]
+    BK: gl.constexpr = w.a_desc.block_shape[1]
+    N0: gl.constexpr = w.b0_desc.block_shape[1]
+    N1: gl.constexpr = w.b1_desc.block_shape[1]
+    k_steps = gl.cdiv(w.K, BK)
+    m_tiles, n_tiles = w.tiles()
+    acc0 = gl.zeros([TM, N0], gl.float32, acc0_layout)
+    acc1 = gl.zeros([TM, N1], gl.float32, acc1_layout)
+    it = 0
+    for lin in range(gl.program_id(0), m_tiles * n_tiles, gl.num_programs(0)):
+        for k in range(k_steps):
+            s, phase = stage_of(it, w.STAGES)
+            with scope("wait_ready", w.INSTRUMENT):
+                mbarrier.wait(w.ready.index(s), phase)
+            with scope("mma", w.INSTRUMENT):
+                acc0 = hopper.warpgroup_mma(w.a_bufs.index(s), w.b0_bufs.index(s), acc0, use_acc=k > 0, is_async=True)
+                acc1 = hopper.warpgroup_mma(w.a_bufs.index(s), w.b1_bufs.index(s), acc1, use_acc=k > 0, is_async=True)
+                acc0, acc1 = hopper.warpgroup_mma_wait(2, deps=[acc0, acc1])   # the previous step's two are done ...
+                if k > 0:
+                    mbarrier.arrive(w.empty.index((it - 1) % w.STAGES))      # ... so its stage goes back
+            it += 1
+        with scope("epilogue", w.INSTRUMENT):
+            acc0, acc1 = hopper.warpgroup_mma_wait(0, deps=[acc0, acc1])
+            mbarrier.arrive(w.empty.index((it - 1) % w.STAGES))
+            off_m, off_n = w.offsets(lin)
+            tma.store_wait(0)                                    # the last tile's stores have read the staging
+            c0_smem.store(acc0.to(w.c0_desc.dtype))
+            c1_smem.store(acc1.to(w.c1_desc.dtype))
+            hopper.fence_async_shared()
+            tma.async_store(w.c0_desc, [off_m, off_n], c0_smem)
+            tma.async_store(w.c1_desc, [off_m, off_n + N0], c1_smem)    # past N: TMA writes nothing
+    tma.store_wait(0)
+
+
+@gluon.jit
+def wide_matmul_kernel(a_desc, b0_desc, b1_desc, c0_desc, c1_desc, M, N, K, STAGES: gl.constexpr,
+                       acc0_layout: gl.constexpr, acc1_layout: gl.constexpr, INSTRUMENT: gl.constexpr = False):
+    a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_shape, a_desc.layout)
+    b0_bufs = gl.allocate_shared_memory(b0_desc.dtype, [STAGES] + b0_desc.block_shape, b0_desc.layout)
+    b1_bufs = gl.allocate_shared_memory(b1_desc.dtype, [STAGES] + b1_desc.block_shape, b1_desc.layout)
+    ready = mbarrier.allocate_mbarrier(batch=STAGES)
+    empty = mbarrier.allocate_mbarrier(batch=STAGES)
+    for s in gl.static_range(STAGES):
+        mbarrier.init(ready.index(s), count=1)
+        mbarrier.init(empty.index(s), count=1)
+    c0_smem = gl.allocate_shared_memory(c0_desc.dtype, c0_desc.block_shape, c0_desc.layout)
+    c1_smem = gl.allocate_shared_memory(c1_desc.dtype, c1_desc.block_shape, c1_desc.layout)
+    w = Wide(a_desc, b0_desc, b1_desc, c0_desc, c1_desc, a_bufs, b0_bufs, b1_bufs, ready, empty,
+             gl.to_tensor(M), gl.to_tensor(N), gl.to_tensor(K), STAGES, INSTRUMENT)
+    gl.warp_specialize([(wide_consumer, (w, c0_smem, c1_smem, acc0_layout, acc1_layout)),
+                        (wide_producer, (w,))], [1], [40])
+
+
+# ------------------------------------------------------------------------------------------------ the host
+
+NUM_WARPS = 8                    # two consumer warpgroups, 64 rows each
+
+
+@dataclass(frozen=True)
+class WidePlan:
+    dtype: object
+    extra: int = 64              # N1: the second accumulator's width
+    stages: int = 4
+
+    @property
+    def block_n(self) -> int:
+        return BLOCK_N0 + self.extra
+
+    @property
+    def smem_bytes(self) -> int:
+        return 2 * self.stages * (BLOCK_M * BLOCK_K + BLOCK_K * self.block_n) + 2 * BLOCK_M * self.block_n + 1024
+
+    def layouts(self) -> dict:
+        return {"a": nvmma_layout([BLOCK_M, BLOCK_K], self.dtype, []),
+                "b0": nvmma_layout([BLOCK_K, BLOCK_N0], self.dtype, []),
+                "b1": nvmma_layout([BLOCK_K, self.extra], self.dtype, []),
+                "c0": nvmma_layout([BLOCK_M, BLOCK_N0], self.dtype, []),
+                "c1": nvmma_layout([BLOCK_M, self.extra], self.dtype, [])}
+
+    def boxes(self) -> dict:
+        return {"a": [BLOCK_M, BLOCK_K], "b0": [BLOCK_K, BLOCK_N0], "b1": [BLOCK_K, self.extra],
+                "c0": [BLOCK_M, BLOCK_N0], "c1": [BLOCK_M, self.extra]}
+
+    def constexprs(self, instrument: bool = False) -> dict:
+        acc = [gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[NUM_WARPS, 1], instr_shape=[16, n, 16])
+               for n in (BLOCK_N0, self.extra)]
+        return dict(STAGES=self.stages, acc0_layout=acc[0], acc1_layout=acc[1], INSTRUMENT=instrument)
+
+
+def plan(M, N, K, dtype, *, extra: int = 64, stages: int = 4) -> WidePlan:
+    """Validate a configuration; raises ValueError naming the parameter and what it accepts."""
+    validate.one_of(extra, "extra", EXTRAS, " (the second accumulator's width: tiles 144, 160 or 192 wide)")
+    validate.count(stages, "stages", high=16)
+    p = WidePlan(dtype, extra, stages)
+    if K < 1 or K % 8 or N % 8:
+        raise ValueError(f"K and N must be positive multiples of 8 (16-byte aligned rows for TMA), got K={K}, N={N}")
+    if p.stages < 2 or p.smem_bytes > SMEM_PER_CTA:
+        raise ValueError(f"stages = {stages} with extra = {extra} needs {p.smem_bytes // 1024} KiB of shared memory "
+                         f"per CTA (at most {SMEM_PER_CTA // 1024} KiB, at least 2 stages): use fewer stages")
+    return p
+
+
+def tiles(M: int, N: int, extra: int = 64) -> int:
+    """Output tiles of an M x N problem with 128 x (128 + extra) tiles."""
+    return math.ceil(M / BLOCK_M) * math.ceil(N / (BLOCK_N0 + extra))
+
+
+def prepare(a, b, out=None, *, extra: int = 64, stages: int = 4, programs: int | None = None,
+            instrument: bool = False):
+    """Validate, build the five TMA descriptors, compile, size the persistent grid (one CTA per SM, as many as are
+    resident) and return ``launch()``, which only launches."""
+    import torch
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+    validate.optional_count(programs, "programs", high=1 << 20)
+    validate.boolean(instrument, "instrument")
+    M, N, K = check_operands(a, b)
+    p = plan(M, N, K, gl_dtype(a), extra=extra, stages=stages)
+    boxes, layouts = p.boxes(), p.layouts()
+    check_tma_tensor(a, "a", boxes["a"])
+    check_tma_tensor(b, "b", boxes["b0"])
+    check_tma_tensor(b, "b", boxes["b1"])
+    if out is not None:
+        if not isinstance(out, torch.Tensor) or tuple(out.shape) != (M, N) or out.dtype != a.dtype:
+            got = f"{tuple(out.shape)} {out.dtype}" if isinstance(out, torch.Tensor) else type(out).__name__
+            raise ValueError(f"out must be a ({M}, {N}) {a.dtype} tensor, got {got}")
+        check_tma_tensor(out, "out", boxes["c1"])
+    require(WGMMA, "wide_matmul")
+    for t, name in ((a, "a"), (b, "b")) + (((out, "out"),) if out is not None else ()):
+        check_on_gpu(t, name)
+    out = torch.empty((M, N), device=a.device, dtype=a.dtype) if out is None else out
+    desc = {n: TensorDescriptor.from_tensor(t, boxes[n], layouts[n])
+            for n, t in (("a", a), ("b0", b), ("b1", b), ("c0", out), ("c1", out))}
+    args = [desc["a"], desc["b0"], desc["b1"], desc["c0"], desc["c1"], M, N, K]
+    meta = p.constexprs(instrument)
+    compiled = wide_matmul_kernel.warmup(*args, **meta, grid=(1,), num_warps=NUM_WARPS)
+    grid = min(tiles(M, N, extra), max_clusters(compiled, 1) if programs is None else programs)
+    run = compiled[(grid, 1, 1)]
+    vals = args + list(meta.values())
+
+    def launch():
+        run(*vals)
+        return out
+    launch.grid = grid
+    return launch
+
+
+def wide_matmul(a, b, out=None, *, extra: int = 64, stages: int = 4, programs: int | None = None,
+                instrument: bool = False):
+    """C = A @ B (fp16 or bf16, fp32 accumulation) on Hopper with 128 x (128 + extra) tiles of two accumulators.
+    ``instrument=True`` runs through the JIT (the timeline scopes compile inside proton's session)."""
+    if instrument:
+        import torch
+        from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+        M, N, K = check_operands(a, b)
+        p = plan(M, N, K, gl_dtype(a), extra=extra, stages=stages)
+        out = torch.empty((M, N), device=a.device, dtype=a.dtype) if out is None else out
+        boxes, layouts = p.boxes(), p.layouts()
+        desc = [TensorDescriptor.from_tensor(t, boxes[n], layouts[n])
+                for n, t in (("a", a), ("b0", b), ("b1", b), ("c0", out), ("c1", out))]
+        grid = min(tiles(M, N, extra), programs or hardware.device().sms)
+        wide_matmul_kernel[(grid,)](*desc, M, N, K, **p.constexprs(True), num_warps=NUM_WARPS)
+        return out
+    return prepare(a, b, out, extra=extra, stages=stages, programs=programs)()
+
+
+def wide_matmul_spec(dtype: str = "float16", extra: int = 64, stages: int = 4, instrument: bool = False):
+    """The lens spec at an 8192 x 8192 x 4096 problem's descriptors."""
+    dtype = validate.dtype(dtype)
+    p = plan(8192, 8192, 4096, DTYPES[dtype].gl, extra=extra, stages=stages)
+    boxes, layouts = p.boxes(), p.layouts()
+    sig = {f"{n}_desc": descriptor_type(p.dtype, boxes[n], layouts[n]) for n in ("a", "b0", "b1", "c0", "c1")}
+    sig.update(M="i32", N="i32", K="i32", **{k: "constexpr" for k in p.constexprs(instrument)})
+    return lens.KernelSpec("wide_matmul", wide_matmul_kernel, sig, p.constexprs(instrument),
+                           {"num_warps": NUM_WARPS, "num_ctas": 1}, targets=("sm_90a",),
+                           expect=("wgmma.mma_async", "cp.async.bulk.tensor"))

@@ -1,0 +1,90 @@
+"""Tiles of two accumulators (chapter 6's last gaps): the PTX's loop issues one wgmma group into each accumulator
+per K step and gives a stage back only after the previous step's two; the three boxes of a stage are expected on
+one barrier; bad options are refused in one line; on a Hopper GPU, element by element against torch in
+NaN-poisoned outputs, edge tiles included (a second accumulator wholly past N)."""
+import re
+
+import pytest
+import torch
+
+from multicta_kernels import lens
+from multicta_kernels import wide_tiles as wt
+from multicta_kernels.core.accuracy import assert_matmul_close, poisoned
+from triton.experimental.gluon import language as gl
+
+
+def consumer_loop(ptx):
+    """The consumer's K-step loop: from its ready wait to the first release after its wgmma.wait_group 2."""
+    wait = ptx.index("wgmma.wait_group.sync.aligned 2;")
+    start = ptx.rindex("mbarrier.try_wait.parity", 0, wait)
+    end = ptx.index("\n", ptx.index("mbarrier.arrive.shared", wait))
+    return ptx[start:end]
+
+
+@pytest.mark.parametrize("extra", wt.EXTRAS)
+def test_a_k_step_feeds_both_accumulators_then_frees_the_previous_stage(extra):
+    ptx = lens.compile(wt.wide_matmul_spec(extra=extra), "sm_90a").ptx
+    loop = consumer_loop(ptx)
+    shapes = re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k16", loop)
+    assert shapes == ["128"] * 4 + [str(extra)] * 4, shapes           # BK = 64: four k16 steps each
+    order = [m.group(0) for m in re.finditer(r"wgmma\.commit_group|wgmma\.wait_group\.sync\.aligned \d|"
+                                             r"mbarrier\.arrive\.shared", loop)]
+    assert order == ["wgmma.commit_group", "wgmma.commit_group", "wgmma.wait_group.sync.aligned 2",
+                     "mbarrier.arrive.shared"], order                   # two groups in flight, then the release
+    stage = 2 * (wt.BLOCK_M * wt.BLOCK_K + wt.BLOCK_K * (wt.BLOCK_N0 + extra))
+    assert re.search(rf"mbarrier\.arrive\.expect_tx\.shared::cta\.b64 _, \[%r\d+\], {stage};", ptx), \
+        "the stage's three boxes are expected on one barrier"
+
+
+@pytest.mark.parametrize("kw, msg", [({"extra": 48}, "extra must be 16, 32 or 64"), ({"stages": 6}, "shared memory"),
+                                     ({"stages": 0}, "stages"), ({"extra": "64"}, "extra")])
+def test_bad_options_are_refused_in_one_line(kw, msg):
+    with pytest.raises(ValueError, match=msg) as e:
+        wt.plan(1536, 1536, 1536, gl.float16, **kw)
+    assert "\n" not in str(e.value)
+
+
+def test_tile_counts():
+    assert wt.tiles(1536, 1536, 16) == 12 * 11 == 132
+    assert (wt.tiles(1536, 1536, 64), wt.tiles(3072, 3072, 64)) == (96, 384)
+
+
+@pytest.mark.wgmma
+@pytest.mark.parametrize("extra", wt.EXTRAS)
+@pytest.mark.parametrize("M, N, K, dtype", [(1536, 1536, 1536, torch.float16), (1000, 776, 1000, torch.bfloat16),
+                                            (130, 200, 64, torch.float16), (1, 136, 512, torch.float16),
+                                            (300, 8, 1000, torch.bfloat16), (3072, 3072, 3072, torch.float16)])
+def test_wide_matmul_matches_torch(extra, M, N, K, dtype):
+    a = torch.randn(M, K, device="cuda", dtype=dtype)
+    b = torch.randn(K, N, device="cuda", dtype=dtype)
+    launch = wt.prepare(a, b, c := poisoned((M, N), dtype), extra=extra)
+    for i in range(2):                                      # a prepared launch runs again into a fresh poison
+        c.fill_(float("nan"))
+        launch()
+        torch.cuda.synchronize()
+        assert_matmul_close(c, a, b, f"wide {extra} {M}x{N}x{K} launch {i}")
+
+
+def test_the_record_holds_the_tools_plan_and_the_tool_refuses_without_a_gpu():
+    """results/h100/hopper_matmul_wide_tiles.json: every shape of tools/explore_wide_tiles.py, every variant's output
+    checked (its error against cuBLAS's recorded), both traced launches complete; without a Hopper GPU the tool
+    refuses in one line."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from multicta_kernels import results
+    from multicta_kernels.core import hardware
+    root = Path(__file__).resolve().parent.parent
+    sys.path.insert(0, str(root / "tools"))
+    import explore_wide_tiles as ew
+    rec = results.load("h100/hopper_matmul_wide_tiles.json")
+    assert [tuple(r[:3]) for r in rec["rows"]] == ew.SHAPES
+    for r in results.records(rec):
+        assert all(r[f"{n}_rel_err"] < 1e-2 for n in ["picked", *ew.WIDE]), r
+    assert [row[3] for row in rec["phases"]["rows"]] == [f"wide 128x{wt.BLOCK_N0 + e}" for e in ew.TRACED]
+    assert all(row[4]["step_cycles"] for row in rec["phases"]["rows"])
+    if not hardware.has(hardware.WGMMA):
+        out = subprocess.run([sys.executable, str(root / "tools" / "explore_wide_tiles.py"), "--out", "/tmp/ew"],
+                             capture_output=True, text=True)
+        assert out.returncode != 0 and len(out.stderr.strip().splitlines()) == 1, out.stderr

@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""Tiles as wide as the SM count needs (issue 27): at the shapes where the pick stays below 0.9 of the better
+baseline (tools/diagnose_fixed_cost.SHAPES) and at 8192 x 8192 x 4096, chapter 6's kernel with tiles of two
+accumulators (``wide_tiles``: 128 x 144, 128 x 160 and 128 x 192) against today's pick, with cuBLAS and
+torch.matmul in the same interleaved passes; every output checked against cuBLAS's before it is timed
+(``sweeps.matmul_sweep``). Then one launch of 128 x 144 and of 128 x 192 at 1536^3 with the timeline scopes, split
+into phases as tools/diagnose_fixed_cost.py splits the pick's (a K step's cycles: what the narrow second wgmma
+costs). About two minutes.
+
+    bash .device/run python3 tools/explore_wide_tiles.py --out $OUT
+"""
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tools"))
+
+from multicta_kernels import hopper_matmul as hm, results, wide_tiles as wt  # noqa: E402
+from multicta_kernels.core.accuracy import assert_matmul_close  # noqa: E402
+from multicta_kernels.core.hardware import require_or_exit, WGMMA  # noqa: E402
+from multicta_kernels.measure import sweeps, timing, traces as tl  # noqa: E402
+
+SHAPES = [(1536, 1536, 1536), (1024, 1024, 1024), (512, 6144, 4096), (640, 8192, 8192), (2560, 2560, 2560),
+          (3072, 3072, 3072), (4096, 4096, 4096), (8192, 8192, 4096)]
+WIDE = {f"wide 128x{wt.BLOCK_N0 + e}": e for e in wt.EXTRAS}
+TRACED = [16, 64]
+
+
+def variants():
+    out = {"picked": lambda a, b, c: hm.prepare(a, b, c)}
+    out.update({n: (lambda a, b, c, e=e: wt.prepare(a, b, c, extra=e)) for n, e in WIDE.items()})
+    return out
+
+
+def main():
+    import torch
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--quick", action="store_true", help="two shapes, no timelines")
+    args = ap.parse_args()
+    require_or_exit("explore_wide_tiles", WGMMA)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    env = results.environment()
+    columns, rows = sweeps.matmul_sweep(variants(), SHAPES[:2] if args.quick else SHAPES, timing.log, "wide-tiles")
+    result = {"benchmark": "hopper-matmul-wide-tiles", **env,
+              "method": sweeps.matmul_method("float16", {"picked": {}, **{n: {"extra": e} for n, e in WIDE.items()}},
+                                             defaults=hm.CONFIG, launch="prepare(): the timer sees launches only"),
+              "ceilings": sweeps.cublas_ceiling(rows), "columns": columns, "rows": rows}
+    results.save(result, out / "hopper_matmul_wide_tiles.json")
+    if args.quick:
+        return
+    import diagnose_fixed_cost as fc
+    from record_timelines import sm_clock_mhz
+    clock = sm_clock_mhz()
+    M = N = K = 1536
+    traced = []
+    for extra in TRACED:
+        a = torch.randn(M, K, device="cuda", dtype=torch.float16)
+        b = torch.randn(K, N, device="cuda", dtype=torch.float16)
+        c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.float16)
+        owner = tl.placed_partitions(wt.wide_matmul_spec(extra=extra), ["consumer", "producer"])
+        for buffer, mode in fc.BUFFERS:
+            tr = tl.record(lambda: wt.wide_matmul(a, b, out=c, extra=extra, instrument=True),
+                           f"wide_{wt.BLOCK_N0 + extra}", partitions=owner, clock_mhz=clock["clock_mhz"], mode=mode())
+            assert_matmul_close(c, a, b, f"wide {extra} traced")
+            try:
+                ph = fc.phases(tr, k_steps=K // wt.BLOCK_K)
+                break
+            except ValueError as e:
+                timing.log(f"[wide-tiles] timeline 128x{wt.BLOCK_N0 + extra} with the {buffer} buffer: {e}")
+        else:
+            raise SystemExit(f"explore_wide_tiles: the 128x{wt.BLOCK_N0 + extra} timeline lost records")
+        ph["buffer"], ph["clock_estimate_mhz"] = buffer, tr.meta.get("clock_estimate_mhz")
+        ph["mma_flop_per_step"] = 2 * wt.BLOCK_M * (wt.BLOCK_N0 + extra) * wt.BLOCK_K
+        traced.append([M, N, K, f"wide 128x{wt.BLOCK_N0 + extra}", ph])
+        timing.log(f"[wide-tiles] timeline 128x{wt.BLOCK_N0 + extra}: {ph}")
+    result["phases"] = {"columns": ["M", "N", "K", "kernel", "phases"], "rows": traced,
+                        "method": "as results/*/hopper_matmul_phases.json (tools/diagnose_fixed_cost.phases)",
+                        "clock": clock}
+    results.save(result, out / "hopper_matmul_wide_tiles.json")
+    timing.log("[wide-tiles] done")
+
+
+if __name__ == "__main__":
+    main()
