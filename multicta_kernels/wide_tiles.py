@@ -24,6 +24,7 @@ from .core import hardware, validate
 from .core.dtypes import DTYPES
 from .core.hardware import SMEM_PER_CTA, WGMMA, check_on_gpu, require
 from .core.occupancy import max_clusters
+from .gluon.matmul import check_out
 from .gluon.operands import check_operands, check_tma_tensor, descriptor_type, gl_dtype, nvmma_layout
 from .gluon.ring import stage_of
 from .gluon.scope import scope
@@ -196,33 +197,34 @@ def tiles(M: int, N: int, extra: int = 64) -> int:
     return math.ceil(M / BLOCK_M) * math.ceil(N / (BLOCK_N0 + extra))
 
 
-def prepare(a, b, out=None, *, extra: int = 64, stages: int = 4, programs: int | None = None,
-            instrument: bool = False):
-    """Validate, build the five TMA descriptors, compile, size the persistent grid (one CTA per SM, as many as are
-    resident) and return ``launch()``, which only launches."""
+def _call(a, b, out, extra: int, stages: int):
+    """Validate the operands, the output and the options (before any hardware is touched, then the hardware),
+    and build the five TMA descriptors: (plan, out, descriptors, M, N, K)."""
     import torch
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-    validate.optional_count(programs, "programs", high=1 << 20)
-    validate.boolean(instrument, "instrument")
     M, N, K = check_operands(a, b)
     p = plan(M, N, K, gl_dtype(a), extra=extra, stages=stages)
     boxes, layouts = p.boxes(), p.layouts()
     check_tma_tensor(a, "a", boxes["a"])
-    check_tma_tensor(b, "b", boxes["b0"])
-    check_tma_tensor(b, "b", boxes["b1"])
+    check_tma_tensor(b, "b", boxes["b1"])          # the narrower box of B: the stricter check
     if out is not None:
-        if not isinstance(out, torch.Tensor) or tuple(out.shape) != (M, N) or out.dtype != a.dtype:
-            got = f"{tuple(out.shape)} {out.dtype}" if isinstance(out, torch.Tensor) else type(out).__name__
-            raise ValueError(f"out must be a ({M}, {N}) {a.dtype} tensor, got {got}")
-        check_tma_tensor(out, "out", boxes["c1"])
+        check_out(out, M, N, a.dtype, boxes["c1"])
     require(WGMMA, "wide_matmul")
     for t, name in ((a, "a"), (b, "b")) + (((out, "out"),) if out is not None else ()):
         check_on_gpu(t, name)
     out = torch.empty((M, N), device=a.device, dtype=a.dtype) if out is None else out
-    desc = {n: TensorDescriptor.from_tensor(t, boxes[n], layouts[n])
-            for n, t in (("a", a), ("b0", b), ("b1", b), ("c0", out), ("c1", out))}
-    args = [desc["a"], desc["b0"], desc["b1"], desc["c0"], desc["c1"], M, N, K]
-    meta = p.constexprs(instrument)
+    desc = [TensorDescriptor.from_tensor(t, boxes[n], layouts[n])
+            for n, t in (("a", a), ("b0", b), ("b1", b), ("c0", out), ("c1", out))]
+    return p, out, desc, M, N, K
+
+
+def prepare(a, b, out=None, *, extra: int = 64, stages: int = 4, programs: int | None = None):
+    """Validate, build the descriptors, compile, size the persistent grid (one CTA per SM, as many as are resident)
+    and return ``launch()``, which only launches."""
+    validate.optional_count(programs, "programs", high=1 << 20)
+    p, out, desc, M, N, K = _call(a, b, out, extra, stages)
+    args = desc + [M, N, K]
+    meta = p.constexprs()
     compiled = wide_matmul_kernel.warmup(*args, **meta, grid=(1,), num_warps=NUM_WARPS)
     grid = min(tiles(M, N, extra), max_clusters(compiled, 1) if programs is None else programs)
     run = compiled[(grid, 1, 1)]
@@ -238,20 +240,16 @@ def prepare(a, b, out=None, *, extra: int = 64, stages: int = 4, programs: int |
 def wide_matmul(a, b, out=None, *, extra: int = 64, stages: int = 4, programs: int | None = None,
                 instrument: bool = False):
     """C = A @ B (fp16 or bf16, fp32 accumulation) on Hopper with 128 x (128 + extra) tiles of two accumulators.
-    ``instrument=True`` runs through the JIT (the timeline scopes compile inside proton's session)."""
-    if instrument:
-        import torch
-        from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-        M, N, K = check_operands(a, b)
-        p = plan(M, N, K, gl_dtype(a), extra=extra, stages=stages)
-        out = torch.empty((M, N), device=a.device, dtype=a.dtype) if out is None else out
-        boxes, layouts = p.boxes(), p.layouts()
-        desc = [TensorDescriptor.from_tensor(t, boxes[n], layouts[n])
-                for n, t in (("a", a), ("b0", b), ("b1", b), ("c0", out), ("c1", out))]
-        grid = min(tiles(M, N, extra), programs or hardware.device().sms)
-        wide_matmul_kernel[(grid,)](*desc, M, N, K, **p.constexprs(True), num_warps=NUM_WARPS)
-        return out
-    return prepare(a, b, out, extra=extra, stages=stages, programs=programs)()
+    ``instrument=True`` launches through the JIT with the timeline scopes, so that they compile inside proton's
+    session (``traces.record``)."""
+    validate.boolean(instrument, "instrument")
+    if not instrument:
+        return prepare(a, b, out, extra=extra, stages=stages, programs=programs)()
+    validate.optional_count(programs, "programs", high=1 << 20)
+    p, out, desc, M, N, K = _call(a, b, out, extra, stages)
+    grid = min(tiles(M, N, extra), programs or hardware.device().sms)
+    wide_matmul_kernel[(grid,)](*desc, M, N, K, **p.constexprs(True), num_warps=NUM_WARPS)
+    return out
 
 
 def wide_matmul_spec(dtype: str = "float16", extra: int = 64, stages: int = 4, instrument: bool = False):

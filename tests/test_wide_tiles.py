@@ -3,10 +3,12 @@ per K step and gives a stage back only after the previous step's two; the three 
 one barrier; bad options are refused in one line; on a Hopper GPU, element by element against torch in
 NaN-poisoned outputs, edge tiles included (a second accumulator wholly past N)."""
 import re
+from collections import Counter
 
 import pytest
 import torch
 
+from multicta_kernels import hopper_matmul as hm
 from multicta_kernels import lens
 from multicta_kernels import wide_tiles as wt
 from multicta_kernels.core.accuracy import assert_matmul_close, poisoned
@@ -36,12 +38,37 @@ def test_a_k_step_feeds_both_accumulators_then_frees_the_previous_stage(extra):
         "the stage's three boxes are expected on one barrier"
 
 
+def test_every_loop_runs_the_synchronisation_of_the_default_kernel():
+    """Per loop of the PTX (``lens.schedule``): the producer's loop, the consumer's K-step loop and its tile loop
+    execute the same barrier waits, arrives, CTA barriers and fences as chapter 6's 1-CTA default kernel; the second
+    accumulator and the third TMA box add none, and no init fence or cluster barrier enters a loop."""
+    def loops(spec):
+        per = {}
+        for r in lens.schedule(lens.compile(spec, "sm_90a").ptx):
+            if r["loop"]:
+                per.setdefault(r["loop"].source.split(":")[1], Counter())[r["op"]] += 1
+        return sorted(per.values(), key=lambda c: sorted(c.items()))
+    wide, default = loops(wt.wide_matmul_spec()), loops(hm.hopper_matmul_spec(num_ctas=1))
+    assert not [op for c in wide for op in c if op.startswith(("fence.mbarrier_init", "barrier.cluster"))]
+    assert len(wide) == 4 and wide == default, (wide, default)
+
+
 @pytest.mark.parametrize("kw, msg", [({"extra": 48}, "extra must be 16, 32 or 64"), ({"stages": 6}, "shared memory"),
                                      ({"stages": 0}, "stages"), ({"extra": "64"}, "extra")])
 def test_bad_options_are_refused_in_one_line(kw, msg):
     with pytest.raises(ValueError, match=msg) as e:
         wt.plan(1536, 1536, 1536, gl.float16, **kw)
     assert "\n" not in str(e.value)
+
+
+def test_a_wrong_output_is_refused_before_the_hardware_is_asked():
+    a, b = torch.zeros(256, 128, dtype=torch.float16), torch.zeros(128, 192, dtype=torch.float16)
+    for out, msg in ((torch.zeros(256, 128, dtype=torch.float16), r"out must be a \(256, 192\)"),
+                     (torch.zeros(256, 192, dtype=torch.bfloat16), "out must be a"),
+                     (torch.zeros(256, 384, dtype=torch.float16)[:, ::2], "stride")):
+        with pytest.raises(ValueError, match=msg) as e:
+            wt.prepare(a, b, out)
+        assert "\n" not in str(e.value)
 
 
 def test_tile_counts():

@@ -54,6 +54,15 @@ class MatmulCall:
     partials: object = None     # split-K: the fp32 workspace the epilogue stores (c_desc is over it), or None
 
 
+def check_out(out, M: int, N: int, dtype, box) -> None:
+    """A given output: an (M, N) tensor of the operands' dtype that TMA can store ``box`` tiles into."""
+    import torch
+    if not isinstance(out, torch.Tensor) or tuple(out.shape) != (M, N) or out.dtype != dtype:
+        got = f"{tuple(out.shape)} {out.dtype}" if isinstance(out, torch.Tensor) else type(out).__name__
+        raise ValueError(f"out must be a ({M}, {N}) {dtype} tensor, got {got}")
+    check_tma_tensor(out, "out", box)
+
+
 def prepare_matmul(a, b, out, plan, feature, what: str, partials: tuple | None = None) -> MatmulCall:
     """The shared front of the persistent matmul wrappers, after the wrapper made its ``plan`` (which validated
     the operands' sizes and the configuration): the TMA constraints of the operands and the output, then the
@@ -70,10 +79,7 @@ def prepare_matmul(a, b, out, plan, feature, what: str, partials: tuple | None =
     check_tma_tensor(a, "a", [min(plan.tile_m, TMA_BOX_MAX), plan.block_k])
     check_tma_tensor(b, "b", b_box)
     if out is not None:
-        if not isinstance(out, torch.Tensor) or tuple(out.shape) != (M, N) or out.dtype != a.dtype:
-            got = f"{tuple(out.shape)} {out.dtype}" if isinstance(out, torch.Tensor) else type(out).__name__
-            raise ValueError(f"out must be a ({M}, {N}) {a.dtype} tensor, got {got}")
-        check_tma_tensor(out, "out", [min(plan.tile_m, TMA_BOX_MAX), plan.epilogue_n])
+        check_out(out, M, N, a.dtype, [min(plan.tile_m, TMA_BOX_MAX), plan.epilogue_n])
     require(feature, what)
     for t, name in ((a, "a"), (b, "b")) + (((out, "out"),) if out is not None else ()):
         check_on_gpu(t, name)
