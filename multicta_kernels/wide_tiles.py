@@ -8,6 +8,9 @@ wgmma takes any N that is a multiple of 8 up to 256, but a Gluon 3.9 tensor has 
 loads on one ``ready`` barrier; a K step issues one wgmma into each accumulator, then waits for the previous
 step's two before it gives that stage back. One CTA per SM, persistent, a producer warp and two consumer
 warpgroups: chapter 6's default kernel, with B split in two. No cluster, no multicast, no split-K.
+
+``pick_extra`` says where to take them instead of hopper_matmul's pick (the rounds model, tested on shapes it was
+not fitted to: results/h100/hopper_matmul_wide_pick.json) and ``prepare_picked`` takes them there.
 """
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia import hopper
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma
 
-from . import lens
+from . import hopper_matmul as hm, lens
 from .core import hardware, validate
 from .core.dtypes import DTYPES
 from .core.hardware import SMEM_PER_CTA, WGMMA, check_on_gpu, require
@@ -195,6 +198,53 @@ def plan(M, N, K, dtype, *, extra: int = 64, stages: int = 4) -> WidePlan:
 def tiles(M: int, N: int, extra: int = 64) -> int:
     """Output tiles of an M x N problem with 128 x (128 + extra) tiles."""
     return math.ceil(M / BLOCK_M) * math.ceil(N / (BLOCK_N0 + extra))
+
+
+# ------------------------------------------------------------------------------------------------ the pick
+
+# A K step's SM cycles, traced at 1536^3 on an NVIDIA H100 (results/h100/hopper_matmul_wide_tiles.json, "phases";
+# 128 x 160 from results/h100/hopper_matmul_wide_pick.json): the narrow second wgmma keeps them above the
+# tensor cores' 2 * 128 * N * 64 / 4096. The default kernel's 128 x 256 step runs at that rate: 1024 cycles
+# (results/h100/hopper_matmul_phases.json).
+STEP_CYCLES = {16: 877, 32: 910, 64: 957}
+DEFAULT_STEP_CYCLES = 1024
+# Take wide tiles where they are predicted at most this share of the default kernel's time: the rule's margin.
+WIDE_GAIN = 0.95
+
+
+def rounds_cycles(M: int, N: int, K: int, sms: int, extra: int | None = None) -> int:
+    """The rounds model: ceil(tiles / sms) rounds of a persistent grid, each K / 64 steps of a tile's K step
+    (STEP_CYCLES[extra] with wide tiles, DEFAULT_STEP_CYCLES with the default kernel's 128 x 256 ones, extra=None).
+    It leaves out everything but the main loop: the fill, the epilogue and the launch."""
+    for v, name in ((M, "M"), (N, "N"), (K, "K"), (sms, "sms")):
+        validate.count(v, name, high=1 << 31)
+    if extra is None:
+        count, step = math.ceil(M / hm.CONFIG["block_m"]) * math.ceil(N / hm.CONFIG["block_n"]), DEFAULT_STEP_CYCLES
+    else:
+        validate.one_of(extra, "extra", EXTRAS, " (the second accumulator's width: tiles 144, 160 or 192 wide)")
+        count, step = tiles(M, N, extra), STEP_CYCLES[extra]
+    return math.ceil(count / sms) * math.ceil(K / BLOCK_K) * step
+
+
+def pick_extra(M: int, N: int, K: int, sms: int) -> int | None:
+    """The second accumulator's width for an M x N x K problem on ``sms`` SMs, or None for hopper_matmul's pick:
+    only where that pick is the default kernel (not the ping-pong, not split-K: the rounds model was not fitted
+    to them) and the best width's rounds_cycles are at most WIDE_GAIN of the default's."""
+    base = rounds_cycles(M, N, K, sms)                 # validates
+    if hm.pick_config(K, M, N, sms):
+        return None
+    cycles, extra = min((rounds_cycles(M, N, K, sms, e), e) for e in EXTRAS)
+    return extra if cycles <= WIDE_GAIN * base else None
+
+
+def prepare_picked(a, b, out=None):
+    """hopper_matmul's pick, or wide tiles where :func:`pick_extra` takes them; ``launch.extra`` says which
+    (None: the pick)."""
+    M, N, K = check_operands(a, b)
+    extra = pick_extra(M, N, K, hardware.device().sms)
+    launch = hm.prepare(a, b, out) if extra is None else prepare(a, b, out, extra=extra)
+    launch.extra = extra
+    return launch
 
 
 def _call(a, b, out, extra: int, stages: int):

@@ -11,6 +11,7 @@ import torch
 from multicta_kernels import hopper_matmul as hm
 from multicta_kernels import lens
 from multicta_kernels import wide_tiles as wt
+from multicta_kernels.core import hardware
 from multicta_kernels.core.accuracy import assert_matmul_close, poisoned
 from triton.experimental.gluon import language as gl
 
@@ -115,3 +116,76 @@ def test_the_record_holds_the_tools_plan_and_the_tool_refuses_without_a_gpu():
         out = subprocess.run([sys.executable, str(root / "tools" / "explore_wide_tiles.py"), "--out", "/tmp/ew"],
                              capture_output=True, text=True)
         assert out.returncode != 0 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+
+
+FITTED = {(1536, 1536, 1536): 16, (512, 6144, 4096): 64}      # explore_wide_tiles' shapes where wide tiles won
+
+
+def test_the_rule_takes_wide_tiles_where_they_won_and_nowhere_else_it_was_fitted():
+    """pick_extra on explore_wide_tiles' eight shapes at the H100's 132 SMs: the two widths that won against a
+    default-kernel pick; None where they lost, and where the pick is the ping-pong (3072^3, 640 x 8192^2,
+    1024^3: the model was not fitted to it)."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+    import explore_wide_tiles as ew
+    assert {s: wt.pick_extra(*s, 132) for s in ew.SHAPES} == {s: FITTED.get(s) for s in ew.SHAPES}
+
+
+def test_the_rules_step_cycles_are_the_traced_ones():
+    """STEP_CYCLES: the K step's cycles of each width's recorded timeline, to the cycle."""
+    from multicta_kernels import results
+    traced = {}
+    for name in ("h100/hopper_matmul_wide_tiles.json", "h100/hopper_matmul_wide_pick.json"):
+        for row in results.load(name)["phases"]["rows"]:
+            traced[int(row[3].split("x")[1]) - wt.BLOCK_N0] = round(row[4]["step_cycles"])
+    assert traced == wt.STEP_CYCLES
+
+
+@pytest.mark.parametrize("args, msg", [((1536, 1536, 1536, 132, 48), "extra must be 16, 32 or 64"),
+                                       ((0, 1536, 1536, 132), "M must be"), ((1536, 1536, 1536, 0), "sms must be")])
+def test_the_rounds_model_refuses_bad_input_in_one_line(args, msg):
+    with pytest.raises(ValueError, match=msg) as e:
+        wt.rounds_cycles(*args)
+    assert "\n" not in str(e.value)
+
+
+def test_the_held_out_record_is_the_rule_and_the_rule_lost_nowhere():
+    """results/h100/hopper_matmul_wide_pick.json: tools/validate_wide_pick.py's ten shapes, none of them a shape the
+    rule was fitted to; every output checked; the rule takes the recorded width at each; where it takes wide tiles
+    they beat the pick by 5 % or more, and where it does not, prepare_picked ran the pick (level with it)."""
+    import sys
+    from pathlib import Path
+
+    from multicta_kernels import results
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+    import explore_wide_tiles as ew
+    import validate_wide_pick as vp
+    rec = results.load("h100/hopper_matmul_wide_pick.json")
+    assert [tuple(r[:3]) for r in rec["rows"]] == vp.HELD_OUT and not set(vp.HELD_OUT) & set(ew.SHAPES)
+    assert {k: v["extra"] for k, v in rec["predictions"].items()} == \
+        {k: v["extra"] for k, v in vp.predictions(rec["sms"]).items()}
+    for r in results.records(rec):
+        assert all(r[f"{n}_rel_err"] < 1e-2 for n in vp.variants()), r
+        extra = wt.pick_extra(r["M"], r["N"], r["K"], rec["sms"])
+        if extra is None:
+            assert abs(r["with wide_tflops"] / r["picked_tflops"] - 1) < 0.03, r
+        else:
+            assert r["with wide_tflops"] >= 1.05 * r["picked_tflops"], r
+            assert r["with wide_tflops"] >= 0.98 * r[f"wide 128x{wt.BLOCK_N0 + extra}_tflops"], r
+    if not hardware.has(hardware.WGMMA):
+        import subprocess
+        out = subprocess.run([sys.executable, str(Path(vp.__file__)), "--out", "/tmp/vp"], capture_output=True, text=True)
+        assert out.returncode != 0 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+
+
+@pytest.mark.wgmma
+@pytest.mark.parametrize("M, N, K", [(1536, 1536, 1536), (2304, 3072, 2048)])
+def test_prepare_picked_runs_the_rules_kernel(M, N, K):
+    a = torch.randn(M, K, device="cuda", dtype=torch.float16)
+    b = torch.randn(K, N, device="cuda", dtype=torch.float16)
+    launch = wt.prepare_picked(a, b, c := poisoned((M, N), torch.float16))
+    assert launch.extra == wt.pick_extra(M, N, K, hardware.device().sms)
+    launch()
+    torch.cuda.synchronize()
+    assert_matmul_close(c, a, b, f"prepare_picked {M}x{N}x{K}")

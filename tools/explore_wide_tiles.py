@@ -34,8 +34,34 @@ def variants():
     return out
 
 
-def main():
+def trace(extra: int, clock_mhz: float, M: int = 1536) -> list:
+    """One launch of 128 x (128 + extra) tiles at M^3 with the timeline scopes, split into phases as
+    tools/diagnose_fixed_cost.py splits the pick's: a row [M, N, K, kernel, phases]."""
     import torch
+    import diagnose_fixed_cost as fc
+    N = K = M
+    a = torch.randn(M, K, device="cuda", dtype=torch.float16)
+    b = torch.randn(K, N, device="cuda", dtype=torch.float16)
+    c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.float16)
+    owner = tl.placed_partitions(wt.wide_matmul_spec(extra=extra), ["consumer", "producer"])
+    for buffer, mode in fc.BUFFERS:
+        tr = tl.record(lambda: wt.wide_matmul(a, b, out=c, extra=extra, instrument=True),
+                       f"wide_{wt.BLOCK_N0 + extra}", partitions=owner, clock_mhz=clock_mhz, mode=mode())
+        assert_matmul_close(c, a, b, f"wide {extra} traced")
+        try:
+            ph = fc.phases(tr, k_steps=K // wt.BLOCK_K)
+            break
+        except ValueError as e:
+            timing.log(f"[wide-tiles] timeline 128x{wt.BLOCK_N0 + extra} with the {buffer} buffer: {e}")
+    else:
+        raise SystemExit(f"explore_wide_tiles: the 128x{wt.BLOCK_N0 + extra} timeline lost records")
+    ph["buffer"], ph["clock_estimate_mhz"] = buffer, tr.meta.get("clock_estimate_mhz")
+    ph["mma_flop_per_step"] = 2 * wt.BLOCK_M * (wt.BLOCK_N0 + extra) * wt.BLOCK_K
+    timing.log(f"[wide-tiles] timeline 128x{wt.BLOCK_N0 + extra}: {ph}")
+    return [M, N, K, f"wide 128x{wt.BLOCK_N0 + extra}", ph]
+
+
+def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True)
     ap.add_argument("--quick", action="store_true", help="two shapes, no timelines")
@@ -52,31 +78,9 @@ def main():
     results.save(result, out / "hopper_matmul_wide_tiles.json")
     if args.quick:
         return
-    import diagnose_fixed_cost as fc
     from record_timelines import sm_clock_mhz
     clock = sm_clock_mhz()
-    M = N = K = 1536
-    traced = []
-    for extra in TRACED:
-        a = torch.randn(M, K, device="cuda", dtype=torch.float16)
-        b = torch.randn(K, N, device="cuda", dtype=torch.float16)
-        c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.float16)
-        owner = tl.placed_partitions(wt.wide_matmul_spec(extra=extra), ["consumer", "producer"])
-        for buffer, mode in fc.BUFFERS:
-            tr = tl.record(lambda: wt.wide_matmul(a, b, out=c, extra=extra, instrument=True),
-                           f"wide_{wt.BLOCK_N0 + extra}", partitions=owner, clock_mhz=clock["clock_mhz"], mode=mode())
-            assert_matmul_close(c, a, b, f"wide {extra} traced")
-            try:
-                ph = fc.phases(tr, k_steps=K // wt.BLOCK_K)
-                break
-            except ValueError as e:
-                timing.log(f"[wide-tiles] timeline 128x{wt.BLOCK_N0 + extra} with the {buffer} buffer: {e}")
-        else:
-            raise SystemExit(f"explore_wide_tiles: the 128x{wt.BLOCK_N0 + extra} timeline lost records")
-        ph["buffer"], ph["clock_estimate_mhz"] = buffer, tr.meta.get("clock_estimate_mhz")
-        ph["mma_flop_per_step"] = 2 * wt.BLOCK_M * (wt.BLOCK_N0 + extra) * wt.BLOCK_K
-        traced.append([M, N, K, f"wide 128x{wt.BLOCK_N0 + extra}", ph])
-        timing.log(f"[wide-tiles] timeline 128x{wt.BLOCK_N0 + extra}: {ph}")
+    traced = [trace(extra, clock["clock_mhz"]) for extra in TRACED]
     result["phases"] = {"columns": ["M", "N", "K", "kernel", "phases"], "rows": traced,
                         "method": "as results/*/hopper_matmul_phases.json (tools/diagnose_fixed_cost.phases)",
                         "clock": clock}
