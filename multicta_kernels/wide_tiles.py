@@ -9,8 +9,10 @@ loads on one ``ready`` barrier; a K step issues one wgmma into each accumulator,
 step's two before it gives that stage back. One CTA per SM, persistent, a producer warp and two consumer
 warpgroups: chapter 6's default kernel, with B split in two. No cluster, no multicast, no split-K.
 
-``pick_extra`` says where to take them instead of hopper_matmul's pick (the rounds model, tested on shapes it was
-not fitted to: results/h100/hopper_matmul_wide_pick.json) and ``prepare_picked`` takes them there.
+``best_extra`` says where they beat the default kernel by the rounds model; ``benchmarks.hopper_matmul``'s
+``prepare_picked`` takes them there in place of hopper_matmul's pick (tested on shapes the model was not fitted
+to: results/h100/hopper_matmul_wide_pick.json). This module does not import hopper_matmul: that would stand it
+a floor higher than a chapter may (tests/test_layers.py).
 """
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia import hopper
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma
 
-from . import hopper_matmul as hm, lens
+from . import lens
 from .core import hardware, validate
 from .core.dtypes import DTYPES
 from .core.hardware import SMEM_PER_CTA, WGMMA, check_on_gpu, require
@@ -207,6 +209,7 @@ def tiles(M: int, N: int, extra: int = 64) -> int:
 # tensor cores' 2 * 128 * N * 64 / 4096. The default kernel's 128 x 256 step runs at that rate: 1024 cycles
 # (results/h100/hopper_matmul_phases.json).
 STEP_CYCLES = {16: 877, 32: 910, 64: 957}
+DEFAULT_TILE = (128, 256)        # hopper_matmul.CONFIG's block_m x block_n (tests/test_wide_tiles.py checks)
 DEFAULT_STEP_CYCLES = 1024
 # Take wide tiles where they are predicted at most this share of the default kernel's time: the rule's margin.
 WIDE_GAIN = 0.95
@@ -219,32 +222,19 @@ def rounds_cycles(M: int, N: int, K: int, sms: int, extra: int | None = None) ->
     for v, name in ((M, "M"), (N, "N"), (K, "K"), (sms, "sms")):
         validate.count(v, name, high=1 << 31)
     if extra is None:
-        count, step = math.ceil(M / hm.CONFIG["block_m"]) * math.ceil(N / hm.CONFIG["block_n"]), DEFAULT_STEP_CYCLES
+        count, step = math.ceil(M / DEFAULT_TILE[0]) * math.ceil(N / DEFAULT_TILE[1]), DEFAULT_STEP_CYCLES
     else:
         validate.one_of(extra, "extra", EXTRAS, " (the second accumulator's width: tiles 144, 160 or 192 wide)")
         count, step = tiles(M, N, extra), STEP_CYCLES[extra]
     return math.ceil(count / sms) * math.ceil(K / BLOCK_K) * step
 
 
-def pick_extra(M: int, N: int, K: int, sms: int) -> int | None:
-    """The second accumulator's width for an M x N x K problem on ``sms`` SMs, or None for hopper_matmul's pick:
-    only where that pick is the default kernel (not the ping-pong, not split-K: the rounds model was not fitted
-    to them) and the best width's rounds_cycles are at most WIDE_GAIN of the default's."""
+def best_extra(M: int, N: int, K: int, sms: int) -> int | None:
+    """The second accumulator's width whose rounds_cycles are fewest, where they are at most WIDE_GAIN of the
+    default kernel's; else None (the default kernel)."""
     base = rounds_cycles(M, N, K, sms)                 # validates
-    if hm.pick_config(K, M, N, sms):
-        return None
     cycles, extra = min((rounds_cycles(M, N, K, sms, e), e) for e in EXTRAS)
     return extra if cycles <= WIDE_GAIN * base else None
-
-
-def prepare_picked(a, b, out=None):
-    """hopper_matmul's pick, or wide tiles where :func:`pick_extra` takes them; ``launch.extra`` says which
-    (None: the pick)."""
-    M, N, K = check_operands(a, b)
-    extra = pick_extra(M, N, K, hardware.device().sms)
-    launch = hm.prepare(a, b, out) if extra is None else prepare(a, b, out, extra=extra)
-    launch.extra = extra
-    return launch
 
 
 def _call(a, b, out, extra: int, stages: int):

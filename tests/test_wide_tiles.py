@@ -11,6 +11,7 @@ import torch
 from multicta_kernels import hopper_matmul as hm
 from multicta_kernels import lens
 from multicta_kernels import wide_tiles as wt
+from multicta_kernels.benchmarks import hopper_matmul as hmb
 from multicta_kernels.core import hardware
 from multicta_kernels.core.accuracy import assert_matmul_close, poisoned
 from triton.experimental.gluon import language as gl
@@ -129,11 +130,13 @@ def test_the_rule_takes_wide_tiles_where_they_won_and_nowhere_else_it_was_fitted
     from pathlib import Path
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
     import explore_wide_tiles as ew
-    assert {s: wt.pick_extra(*s, 132) for s in ew.SHAPES} == {s: FITTED.get(s) for s in ew.SHAPES}
+    assert {s: hmb.pick_extra(*s, 132) for s in ew.SHAPES} == {s: FITTED.get(s) for s in ew.SHAPES}
 
 
 def test_the_rules_step_cycles_are_the_traced_ones():
-    """STEP_CYCLES: the K step's cycles of each width's recorded timeline, to the cycle."""
+    """STEP_CYCLES: the K step's cycles of each width's recorded timeline, to the cycle; DEFAULT_TILE is the
+    default kernel's."""
+    assert wt.DEFAULT_TILE == (hm.CONFIG["block_m"], hm.CONFIG["block_n"])
     from multicta_kernels import results
     traced = {}
     for name in ("h100/hopper_matmul_wide_tiles.json", "h100/hopper_matmul_wide_pick.json"):
@@ -167,7 +170,7 @@ def test_the_held_out_record_is_the_rule_and_the_rule_lost_nowhere():
         {k: v["extra"] for k, v in vp.predictions(rec["sms"]).items()}
     for r in results.records(rec):
         assert all(r[f"{n}_rel_err"] < 1e-2 for n in vp.variants()), r
-        extra = wt.pick_extra(r["M"], r["N"], r["K"], rec["sms"])
+        extra = hmb.pick_extra(r["M"], r["N"], r["K"], rec["sms"])
         if extra is None:
             assert abs(r["with wide_tflops"] / r["picked_tflops"] - 1) < 0.03, r
         else:
@@ -184,8 +187,34 @@ def test_the_held_out_record_is_the_rule_and_the_rule_lost_nowhere():
 def test_prepare_picked_runs_the_rules_kernel(M, N, K):
     a = torch.randn(M, K, device="cuda", dtype=torch.float16)
     b = torch.randn(K, N, device="cuda", dtype=torch.float16)
-    launch = wt.prepare_picked(a, b, c := poisoned((M, N), torch.float16))
-    assert launch.extra == wt.pick_extra(M, N, K, hardware.device().sms)
+    launch = hmb.prepare_picked(a, b, c := poisoned((M, N), torch.float16))
+    assert launch.extra == hmb.pick_extra(M, N, K, hardware.device().sms)
     launch()
     torch.cuda.synchronize()
     assert_matmul_close(c, a, b, f"prepare_picked {M}x{N}x{K}")
+
+
+def test_the_tie_break_record_refutes_the_changed_rule():
+    """results/h100/hopper_matmul_wide_tiebreak.json (validate_wide_pick --set tie-break): eight shapes no other
+    run measured, where the rule and the changed one (the widest of the fewest rounds) take different widths;
+    every output checked. The rule's width is never more than 3 % behind the widest and ahead of it at more shapes
+    than behind; wide tiles beat the pick at all eight by 10 % or more. So the rule stays as it was."""
+    import sys
+    from pathlib import Path
+
+    from multicta_kernels import results
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+    import validate_wide_pick as vp
+    rec = results.load("h100/hopper_matmul_wide_tiebreak.json")
+    assert [tuple(r[:3]) for r in rec["rows"]] == vp.TIE_BREAK and rec["set"] == "tie-break"
+    ahead = behind = 0
+    for r in results.records(rec):
+        assert all(r[f"{n}_rel_err"] < 1e-2 for n in vp.variants()), r
+        ours = hmb.pick_extra(r["M"], r["N"], r["K"], rec["sms"])
+        other = vp.widest_of_fewest_rounds(r["M"], r["N"], r["K"], rec["sms"])
+        assert ours != other and ours is not None, r
+        share = r[f"wide 128x{wt.BLOCK_N0 + ours}_tflops"] / r[f"wide 128x{wt.BLOCK_N0 + other}_tflops"]
+        assert share > 0.97, r
+        ahead, behind = ahead + (share > 1.005), behind + (share < 0.995)
+        assert r["with wide_tflops"] >= 1.1 * r["picked_tflops"], r
+    assert ahead > behind, (ahead, behind)

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""The wide-tile pick on shapes it was not fitted to (issue 27). ``wide_tiles.pick_extra`` takes tiles of two
-accumulators where the rounds model (``wide_tiles.rounds_cycles``, fitted to the eight shapes of
+"""The wide-tile pick on shapes it was not fitted to (issue 27). ``benchmarks.hopper_matmul.pick_extra`` takes
+tiles of two accumulators where the rounds model (``wide_tiles.rounds_cycles``, fitted to the eight shapes of
 tools/explore_wide_tiles.py) predicts them at most WIDE_GAIN of the default kernel's time. Here, at ten held-out
 shapes (six where it takes them, four where it predicts a loss), the pick, ``prepare_picked`` (the pick with the
 rule) and the three widths, with cuBLAS and torch.matmul in the same interleaved passes; every output checked
@@ -18,6 +18,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 
 from multicta_kernels import hopper_matmul as hm, results, wide_tiles as wt  # noqa: E402
+from multicta_kernels.benchmarks import hopper_matmul as hmb  # noqa: E402
 from multicta_kernels.core import hardware  # noqa: E402
 from multicta_kernels.core.hardware import require_or_exit, WGMMA  # noqa: E402
 from multicta_kernels.measure import sweeps, timing  # noqa: E402
@@ -47,7 +48,7 @@ def widest_of_fewest_rounds(M: int, N: int, K: int, sms: int) -> int | None:
 
 def variants():
     from explore_wide_tiles import WIDE
-    out = {"picked": lambda a, b, c: hm.prepare(a, b, c), "with wide": lambda a, b, c: wt.prepare_picked(a, b, c)}
+    out = {"picked": lambda a, b, c: hm.prepare(a, b, c), "with wide": lambda a, b, c: hmb.prepare_picked(a, b, c)}
     out.update({n: (lambda a, b, c, e=e: wt.prepare(a, b, c, extra=e)) for n, e in WIDE.items()})
     return out
 
@@ -55,7 +56,7 @@ def variants():
 def predictions(sms: int, shapes=HELD_OUT) -> dict:
     """shape -> the rule's width (None: the pick), the changed rule's, and each width's predicted share of the
     default kernel's time."""
-    return {f"{M}x{N}x{K}": {"extra": wt.pick_extra(M, N, K, sms),
+    return {f"{M}x{N}x{K}": {"extra": hmb.pick_extra(M, N, K, sms),
                              **({"widest_of_fewest_rounds": widest_of_fewest_rounds(M, N, K, sms)}
                                 if shapes is not HELD_OUT else {}),
                              "predicted_share": {e: round(wt.rounds_cycles(M, N, K, sms, e)
@@ -79,7 +80,7 @@ def main():
     columns, rows = sweeps.matmul_sweep(variants(), shapes, timing.log, "wide-pick")
     result = {"benchmark": "hopper-matmul-wide-pick", **env,
               "method": sweeps.matmul_method(
-                  "float16", {"picked": {}, "with wide": {"rule": "wide_tiles.pick_extra"},
+                  "float16", {"picked": {}, "with wide": {"rule": "benchmarks.hopper_matmul.pick_extra"},
                               **{n: {"extra": e} for n, e in WIDE.items()}},
                   defaults=hm.CONFIG, launch="prepare(): the timer sees launches only",
                   rule={"step_cycles": wt.STEP_CYCLES, "default_step_cycles": wt.DEFAULT_STEP_CYCLES,

@@ -10,7 +10,7 @@ import statistics
 
 from triton.experimental.gluon import language as gl
 
-from .. import hopper_matmul as hm
+from .. import hopper_matmul as hm, wide_tiles as wt
 from ..core import validate
 from ..core.hardware import WGMMA, require, require_or_exit
 from ..gluon.operands import nvmma_layout
@@ -95,6 +95,26 @@ FRESH_SHAPES += [(128, 8192, 28672), (512, 512, 16384), (256, 4096, 14336), (102
 # The wrapper's own choice (no options: pick_config), and the other configurations a better pick could take.
 SHAPE_VARIANTS = {"picked": {}, "1-CTA": hm.VARIANTS["1-CTA"], "2-CTA": hm.VARIANTS["2-CTA"],
                   "ping-pong 128x128, L2 hints": hm.VARIANTS["ping-pong 128x128, L2 hints"]}
+
+
+def pick_extra(M: int, N: int, K: int, sms: int) -> int | None:
+    """Wide tiles' second accumulator in place of hopper_matmul's pick, or None for the pick: ``wt.best_extra``,
+    asked only where the pick is the default kernel (not the ping-pong, not split-K: the rounds model was not
+    fitted to them)."""
+    extra = wt.best_extra(M, N, K, sms)                # validates
+    return None if hm.pick_config(K, M, N, sms) else extra
+
+
+def prepare_picked(a, b, out=None):
+    """hopper_matmul's pick, or wide tiles where :func:`pick_extra` takes them; ``launch.extra`` says which
+    (None: the pick)."""
+    from ..core import hardware
+    from ..gluon.operands import check_operands
+    M, N, K = check_operands(a, b)
+    extra = pick_extra(M, N, K, hardware.device().sms)
+    launch = hm.prepare(a, b, out) if extra is None else wt.prepare(a, b, out, extra=extra)
+    launch.extra = extra
+    return launch
 
 
 def pick_label(cfg: dict) -> str:
