@@ -12,7 +12,7 @@ The chapters, in book order (their names are the book's API):
 ``two_cta``        chapter 4: 2-CTA tcgen05 MMA, a 1-CTA kernel and its 2-CTA twin
 ``clc_matmul``     chapter 5: the persistent, warp-specialised CLC matmul (Blackwell)
 ``hopper_matmul``  chapter 6: the Hopper cluster matmul, its ablation and ceiling
-``wide_tiles``     chapter 6's last gaps: a tile of two accumulators, 144 to 192 wide (not in the catalog yet)
+``wide_tiles``     chapter 6's last gaps: a tile of two accumulators, 144 to 192 wide, and its rounds model
 ``catalog``        every chapter's kernels by name: what the lens compiles and the tests check
 =================  =================================================================================
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 
-from . import barriers, clc_matmul, foundations, hopper_matmul, lens, multicast, primer, softmax, two_cta
+from . import barriers, clc_matmul, foundations, hopper_matmul, lens, multicast, primer, softmax, two_cta, wide_tiles
 from .gluon.ring import RELEASE_CLUSTER_BARRIER, RELEASE_GATHER
 
 KERNELS = {   # name: (spec factory, parameter sets the tests compile)
@@ -65,6 +65,7 @@ KERNELS = {   # name: (spec factory, parameter sets the tests compile)
     "hopper_matmul": (hopper_matmul.hopper_matmul_spec,
                       [{}, {"num_ctas": 4}, {"num_ctas": 2}, {"dtype": "bfloat16"}, {"warp_specialize": False},
                        {"consumers": 2, "block_m": 64}, {"epilogue_n": 64, "stages": 4}]),
+    "wide_matmul": (wide_tiles.wide_matmul_spec, [{}, {"extra": 16}, {"extra": 32}, {"dtype": "bfloat16"}]),
 }
 
 

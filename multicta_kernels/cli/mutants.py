@@ -386,6 +386,10 @@ def why_survived(unit: str, operator: str, site: str) -> str:
         why = "the release moved past an operation that neither the model nor the program's rules follow"
     elif operator == "swap" and all(ops) and "tma.async_load" in a and "tma.async_load" in b:
         why = "equivalent: two loads onto one barrier complete the same phase in either order"
+    elif operator == "swap" and all(ops) and "tma.async_store" in a and "tma.async_store" in b:
+        why = ("equivalent: two TMA stores from two staging buffers into disjoint boxes of the output, each its own "
+               "bulk group; every later store_wait(0) waits for both, so their order changes neither what is written "
+               "nor when a staging buffer is free again")
     elif operator == "swap" and all(ops) and "mbarrier.init" in a and "mbarrier.expect" in b:
         why = "equivalent: an init and an expect of two different barriers commute"
     elif operator == "swap" and "gl.store(" in site and "tma.async_store(" in site:

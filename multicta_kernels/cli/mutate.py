@@ -336,13 +336,19 @@ _NOT_CPU = re.compile(r"_gpu\.py$|test_consan|test_rendered_book|test_slides|tes
 
 
 def test_files(name_list, units) -> tuple:
-    """(files that are about the kernel, broad files that name it among many others)."""
+    """(files that are about the kernel, broad files that name it among many others). A chapter's own file
+    (``test_<chapter module>.py``, e.g. tests/test_wide_tiles.py) is about its kernels whether or not it names them
+    (it may reach them through the module's spec factories only)."""
     words = set(name_list) | {u.rsplit(".", 1)[1] for u in units if u.endswith(("_kernel", "_partition"))}
+    chapters = {f"test_{catalog.spec(n).fn.fn.__module__.rsplit('.', 1)[-1]}.py" for n in name_list}
     own, broad = [], []
     for path in sorted((ROOT / "tests").glob("test_*.py")):
         if _NOT_CPU.search(path.name):
             continue
         text = path.read_text()
+        if path.name in chapters:
+            own.append(path)
+            continue
         if not any(re.search(rf"\b{re.escape(w)}\b", text) for w in words):
             continue
         kernels_named = sum(1 for n in catalog.registered() if re.search(rf"\b{n}\b", text))
@@ -407,7 +413,8 @@ def run_gpu_tests(m: Mutant, name_list, mutant_file: Path, timeout: int = 300) -
     chapters = {catalog.spec(n).fn.fn.__module__.rsplit(".", 1)[-1] for n in name_list}   # e.g. softmax, barriers
     own = [p for c in chapters for p in (ROOT / "tests").glob(f"test_{c}_*.py")]    # e.g. test_softmax_staged.py
     files = [str(p) for p in sorted(set((ROOT / "tests").glob("test_*gpu*.py")) | set(own)) +
-             [ROOT / "tests/test_hopper_matmul.py", ROOT / "tests/test_clc_matmul.py", ROOT / "tests/test_two_cta.py"]
+             [ROOT / "tests/test_hopper_matmul.py", ROOT / "tests/test_clc_matmul.py", ROOT / "tests/test_two_cta.py",
+              ROOT / "tests/test_wide_tiles.py"]
              if any(re.search(rf"\b{re.escape(w)}\b", p.read_text()) for w in words)
              or any(p.name in (f"test_{c}_gpu.py", f"test_{c}.py") for c in chapters)]
     if not files:

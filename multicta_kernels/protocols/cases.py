@@ -7,7 +7,7 @@ from ..core import validate
 from .explorer import Result, check, simulate
 from .models import (barrier_cost, clc_matmul, exchange, hopper_matmul, hopper_multicast_matmul, kernel_depths, mma_tile,
                      multicast_copy, multicast_mma, pair_sum, ping_pong, softmax_one_round, softmax_pipelined,
-                     softmax_halves, softmax_staged, tile_stream)
+                     softmax_halves, softmax_staged, tile_stream, wide_matmul)
 
 
 @dataclass(frozen=True)
@@ -60,6 +60,8 @@ CASES = {
     "ch5 CLC matmul, 4 CTAs, group release (before)": Case(lambda: clc_matmul(_C4, "group"), exhaustive=False),
     "ch6 Hopper matmul, 2 CTAs, 1 consumer": Case(lambda: hopper_matmul(2, consumers=1)),
     "ch6 Hopper matmul, 2 CTAs, ping-pong": Case(lambda: hopper_matmul(2, consumers=2)),
+    "ch6 wide tiles, 128 x 192, 2 stages": Case(lambda: wide_matmul(stages=2)),
+    "ch6 wide tiles, 128 x 144, 3 stages, 2 tiles of 3 steps": Case(lambda: wide_matmul(16, stages=3, tiles=2, k_steps=3)),
     # what must be found
     "bug: one-round exchange reads a peer's pair before its wait (ch1)": Case(
         lambda: softmax_one_round(2).move("main.read m_all[1]", before="main.wait landed"), "read before write"),
@@ -80,6 +82,8 @@ CASES = {
     "bug: ping-pong without turns (ch6)": Case(lambda: hopper_matmul(2, consumers=2, turns=False), "phase overrun"),
     "bug: ring released one stage early (ch6)": Case(lambda: hopper_matmul(2, consumers=1, release_early=True),
                                                      "overwrite before release"),
+    "bug: wide tiles' stage released before its two wgmmas are done (ch6)": Case(
+        lambda: wide_matmul(stages=2, release_early=True), "overwrite before release"),
     "bug: epilogue staging restarting per tile, one sub-tile (ch5 before)": Case(
         lambda: clc_matmul(staging="per_tile", subtiles=1, tiles=2), "overwrite before release"),
     "bug: no producer tails, the last commits land after exit (ch5 before)": Case(
@@ -104,7 +108,8 @@ def kernel_models() -> list:
             [multicast_copy(c, m) for c in (2, 16) for m in (True, False)] +
             [multicast_mma(), multicast_mma(((1, 0),), False), mma_tile(False), mma_tile(True)] +
             [clc_matmul(acc, stages=d[0], acc_stages=d[1], subtiles=d[2], tiles=2) for acc in (None, _C4)] +
-            [hopper_matmul(c, w, stages=s) for c, w, s in ((1, 1, 3), (2, 1, 3), (4, 1, 3), (2, 2, 4), (1, 2, 4))])
+            [hopper_matmul(c, w, stages=s) for c, w, s in ((1, 1, 3), (2, 1, 3), (4, 1, 3), (2, 2, 4), (1, 2, 4))] +
+            [wide_matmul(extra) for extra in (64, 16, 32)] + [wide_matmul(dtype="bfloat16")])
 
 
 def check_book(runs: int = 300, names=None) -> list:

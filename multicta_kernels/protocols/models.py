@@ -14,6 +14,7 @@ from .. import multicast as ch3
 from .. import primer
 from .. import softmax as ch1
 from .. import two_cta as ch4
+from .. import wide_tiles as ch6w
 from ..core import validate
 from ..core.dtypes import DTYPES
 from ..core.hardware import log2
@@ -588,10 +589,11 @@ def multicast_mma(acc_bases=None, two_ctas=None, k_tiles=None) -> Protocol:
     k_tiles = upstream["K_TILES"] if k_tiles is None else k_tiles
     a_b, b_b = operands.operand_cga_layouts(acc_bases, two_ctas)
     C = 1 << len(acc_bases)
-    a_bytes = _per_cta_bytes((upstream["BM"], upstream["BK"]), a_b)
+    upstream_config = (tuple(acc_bases), two_ctas) == (tuple(upstream["acc_bases"]), upstream["two_ctas"])
+    BM = upstream["BM"] if upstream_config else upstream["BM"] // (1 if two_ctas else 2)
+    a_bytes = _per_cta_bytes((BM, upstream["BK"]), a_b)     # the kernel's BM, the one in params: its A box
     b_bytes = _per_cta_bytes((upstream["BK"], upstream["BN"]), b_b)
-    params = {} if (tuple(acc_bases), two_ctas) == (tuple(upstream["acc_bases"]), upstream["two_ctas"]) else \
-        {"acc_bases": acc_bases, "two_ctas": two_ctas, "BM": upstream["BM"] // (1 if two_ctas else 2)}
+    params = {} if upstream_config else {"acc_bases": acc_bases, "two_ctas": two_ctas, "BM": BM}
     p = Protocol(f"tcgen05 multicast loop, {C} CTAs", C, ("blackwell_multicast_mma", {**params, "K_TILES": k_tiles},
                                                           "sm_100a"), compiler_cluster_barriers=3 if two_ctas else 2,
                  notes="K_TILES is a constexpr: the compiler unrolls the loop, every K step is its own code site.")
@@ -755,6 +757,23 @@ def clc_matmul(cga_layout=None, release: str = "cluster", staging: str = "across
     return p
 
 
+def _ring_producer(t, ready, empty, go, stages, steps, boxes):
+    """Chapter 6's producer partition (``producer_partition``; ``wide_producer`` with ``go=None``): ``steps`` ring
+    steps, each waiting until its stage is free (after its first lap), then one expect of every box's bytes and
+    their TMA loads on ``ready``. ``boxes``: [(buffer, cga bases, bytes per CTA)]. With ``go`` and several CTAs,
+    CTA 0's release is broadcast on ``go`` before the reload."""
+    num_ctas = t.p.num_ctas
+    for it in range(steps):
+        s, lap = it % stages, it // stages
+        if it >= stages:
+            t.wait(empty[s], lap - 1, parity=(lap & 1) ^ 1)
+            if go is not None and num_ctas > 1:     # a lone CTA's producer skips the broadcast
+                t.arrive(go[s], lap - 1, from_cta=0)
+                t.wait(go[s], lap - 1, parity=(lap & 1) ^ 1)
+        t.expect(ready[s], sum(b for _, _, b in boxes), lap)
+        t.tma_load(ready[s], [(buf, s, lap + 1, bases, b) for buf, bases, b in boxes], lap)
+
+
 def hopper_matmul(num_ctas: int = 2, consumers: int = 2, turns: bool = True, release_early: bool = False,
                   tiles: int = 3, k_steps: int = 2, stages: int = 2, split: int = 1) -> Protocol:
     """Chapter 6, ``hopper_matmul_kernel``: a producer partition (the TMA, B multicast by CTA 0, and
@@ -785,19 +804,8 @@ def hopper_matmul(num_ctas: int = 2, consumers: int = 2, turns: bool = True, rel
     go = p.barrier("go", stages)
     turn = p.barrier("turn", 2) if consumers == 2 else None
     for c in range(num_ctas):
-        t = p.thread(c, "producer")
-        it = 0
-        for _ in range(tiles):
-            for k in range(k_steps):
-                s, lap = it % stages, it // stages
-                if it >= stages:
-                    t.wait(empty[s], lap - 1, parity=(lap & 1) ^ 1)
-                    if num_ctas > 1:            # a lone CTA's producer skips the broadcast
-                        t.arrive(go[s], lap - 1, from_cta=0)
-                        t.wait(go[s], lap - 1, parity=(lap & 1) ^ 1)
-                t.expect(ready[s], a_bytes + b_bytes, lap)
-                t.tma_load(ready[s], [("a", s, lap + 1, a_b, a_bytes), ("b", s, lap + 1, b_b, b_bytes)], lap)
-                it += 1
+        _ring_producer(p.thread(c, "producer"), ready, empty, go, stages, tiles * k_steps,
+                       [("a", a_b, a_bytes), ("b", b_b, b_bytes)])
         for w in range(consumers):
             t = p.thread(c, f"consumer {w}")
             first, used = w * (2 if split > 1 else 1), {}
@@ -830,4 +838,53 @@ def hopper_matmul(num_ctas: int = 2, consumers: int = 2, turns: bool = True, rel
                     t.write("c_smem", buf, used[buf], site=f"write c_smem [i={i}]")
                     t.tma_store("c_smem", buf, used[buf], site=f"tma_store [i={i}]")
             t.store_wait(0, site="store_wait(0) at exit")
+    return p
+
+
+def wide_matmul(extra: int = 64, stages: int = 4, tiles: int = 3, k_steps: int = 2, dtype: str = "float16",
+                release_early: bool = False) -> Protocol:
+    """Chapter 6's wide tiles, ``wide_matmul_kernel``: the default Hopper matmul (one CTA, a producer partition and
+    one consumer of two warpgroups, persistent) with B split in two boxes, 64 x N0 and 64 x ``extra``. A stage holds
+    A's box and both B boxes: three TMA loads on one ``ready`` barrier, which expects their sum. A K step issues two
+    wgmmas (one per accumulator), waits until the previous step's two are done (``warpgroup_mma_wait(2)``) and
+    gives that step's stage back on ``empty``; the epilogue waits for both, gives the last stage back, waits for the
+    previous tile's stores, writes both staging buffers and stores them. Bug: ``release_early`` (a stage freed right
+    after its two wgmmas are issued: they may still be reading it)."""
+    validate.one_of(extra, "extra", ch6w.EXTRAS, " (the second accumulator's width)")
+    elem = DTYPES[validate.dtype(dtype)].bytes
+    boxes = [("a", [], ch6w.BLOCK_M * ch6w.BLOCK_K * elem), ("b0", [], ch6w.BLOCK_K * ch6w.BLOCK_N0 * elem),
+             ("b1", [], ch6w.BLOCK_K * extra * elem)]
+    params = {k: v for k, v, default in (("extra", extra, 64), ("stages", stages, 4), ("dtype", dtype, "float16"))
+              if v != default}                    # the catalog's own parameter sets, as it lists them
+    p = Protocol(f"wide matmul, 128 x {ch6w.BLOCK_N0 + extra}, {stages} stages"
+                 + (f", {dtype}" if dtype != "float16" else "")
+                 + (", released early (bug)" if release_early else ""),
+                 1, None if release_early else ("wide_matmul", params, "sm_90a"), warp_specialized=True)
+    p.runtime = {"M": ch6w.BLOCK_M * tiles, "N": ch6w.BLOCK_N0 + extra, "K": ch6w.BLOCK_K * k_steps}
+    ready = p.barrier("ready", stages)
+    empty = p.barrier("empty", stages)
+    _ring_producer(p.thread(0, "producer"), ready, empty, None, stages, tiles * k_steps, boxes)
+    t = p.thread(0, "consumer")
+    it = 0
+    for tile in range(tiles):
+        for k in range(k_steps):
+            s, lap = it % stages, it // stages
+            t.wait(ready[s], lap)
+            t.wgmma([("a", s, lap + 1), ("b0", s, lap + 1)], site="wgmma acc0")
+            t.wgmma([("a", s, lap + 1), ("b1", s, lap + 1)], site="wgmma acc1")
+            if release_early:
+                t.arrive(empty[s], lap, site="arrive empty (early)")
+            t.wgmma_wait(2, site="wgmma_wait(2)")
+            if k > 0 and not release_early:
+                t.arrive(empty[(it - 1) % stages], (it - 1) // stages, site="arrive empty (in loop)")
+            it += 1
+        t.wgmma_wait(0, site="wgmma_wait(0)")
+        if not release_early:
+            t.arrive(empty[(it - 1) % stages], (it - 1) // stages, site="arrive empty (last step)")
+        t.store_wait(0, site="store_wait(0)")
+        t.write("c0_smem", 0, tile + 1)
+        t.write("c1_smem", 0, tile + 1)
+        t.tma_store("c0_smem", 0, tile + 1)
+        t.tma_store("c1_smem", 0, tile + 1)
+    t.store_wait(0, site="store_wait(0) at exit")
     return p
