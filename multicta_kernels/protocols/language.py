@@ -328,10 +328,11 @@ class Protocol:
 
 def _too_big(protocol) -> str:
     """One line for a model that grows past MAX_OPS: it names the builder's size arguments that made it so
-    (the nearest caller outside this module, e.g. ``models.tile_stream(tiles=2**40)``)."""
+    (the nearest public caller outside this module, e.g. ``models.tile_stream(tiles=2**40)``: a private helper
+    such as ``models._ring_producer`` is passed over, its arguments are not the ones the user gave)."""
     import inspect
     frame = inspect.currentframe()
-    while frame is not None and frame.f_code.co_filename == __file__:
+    while frame is not None and (frame.f_code.co_filename == __file__ or frame.f_code.co_name.startswith("_")):
         frame = frame.f_back
     sizes, builder = [], "the model"
     if frame is not None:
