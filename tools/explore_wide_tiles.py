@@ -61,6 +61,15 @@ def trace(extra: int, clock_mhz: float, M: int = 1536) -> list:
     return [M, N, K, f"wide 128x{wt.BLOCK_N0 + extra}", ph]
 
 
+def traced_phases(extras) -> dict:
+    """A record's "phases": one traced launch at 1536^3 for each width in ``extras`` (:func:`trace`), with the
+    SM clock nvidia-smi reports."""
+    from record_timelines import sm_clock_mhz
+    clock = sm_clock_mhz()
+    return {"columns": ["M", "N", "K", "kernel", "phases"], "rows": [trace(e, clock["clock_mhz"]) for e in extras],
+            "method": "as results/*/hopper_matmul_phases.json (tools/diagnose_fixed_cost.phases)", "clock": clock}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True)
@@ -78,12 +87,7 @@ def main():
     results.save(result, out / "hopper_matmul_wide_tiles.json")
     if args.quick:
         return
-    from record_timelines import sm_clock_mhz
-    clock = sm_clock_mhz()
-    traced = [trace(extra, clock["clock_mhz"]) for extra in TRACED]
-    result["phases"] = {"columns": ["M", "N", "K", "kernel", "phases"], "rows": traced,
-                        "method": "as results/*/hopper_matmul_phases.json (tools/diagnose_fixed_cost.phases)",
-                        "clock": clock}
+    result["phases"] = traced_phases(TRACED)
     results.save(result, out / "hopper_matmul_wide_tiles.json")
     timing.log("[wide-tiles] done")
 

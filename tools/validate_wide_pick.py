@@ -65,8 +65,7 @@ def predictions(sms: int, shapes=HELD_OUT) -> dict:
 
 
 def main():
-    from explore_wide_tiles import WIDE, trace
-    from record_timelines import sm_clock_mhz
+    from explore_wide_tiles import WIDE, traced_phases
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True)
     ap.add_argument("--set", choices=SETS, default="held-out", help="the shapes (default: %(default)s)")
@@ -85,16 +84,12 @@ def main():
                   defaults=hm.CONFIG, launch="prepare(): the timer sees launches only",
                   rule={"step_cycles": wt.STEP_CYCLES, "default_step_cycles": wt.DEFAULT_STEP_CYCLES,
                         "wide_gain": wt.WIDE_GAIN}),
-              "set": args.set, "predictions": predictions(sms, shapes), "ceilings": sweeps.cublas_ceiling(rows), "columns": columns,
-              "rows": rows}
+              "set": args.set, "predictions": predictions(sms, shapes), "ceilings": sweeps.cublas_ceiling(rows),
+              "columns": columns, "rows": rows}
     results.save(result, out / name)
     if args.set != "held-out":
         return timing.log("[wide-pick] done")
-    clock = sm_clock_mhz()
-    result["phases"] = {"columns": ["M", "N", "K", "kernel", "phases"],
-                        "rows": [trace(e, clock["clock_mhz"]) for e in TRACED],
-                        "method": "as results/*/hopper_matmul_phases.json (tools/diagnose_fixed_cost.phases)",
-                        "clock": clock}
+    result["phases"] = traced_phases(TRACED)
     results.save(result, out / "hopper_matmul_wide_pick.json")
     timing.log("[wide-pick] done")
 

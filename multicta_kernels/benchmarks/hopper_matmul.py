@@ -11,9 +11,9 @@ import statistics
 from triton.experimental.gluon import language as gl
 
 from .. import hopper_matmul as hm, wide_tiles as wt
-from ..core import validate
+from ..core import hardware, validate
 from ..core.hardware import WGMMA, require, require_or_exit
-from ..gluon.operands import nvmma_layout
+from ..gluon.operands import check_operands, nvmma_layout
 from ..measure import ceilings, sweeps, timing
 from ..results import store
 
@@ -108,8 +108,6 @@ def pick_extra(M: int, N: int, K: int, sms: int) -> int | None:
 def prepare_picked(a, b, out=None):
     """hopper_matmul's pick, or wide tiles where :func:`pick_extra` takes them; ``launch.extra`` says which
     (None: the pick)."""
-    from ..core import hardware
-    from ..gluon.operands import check_operands
     M, N, K = check_operands(a, b)
     extra = pick_extra(M, N, K, hardware.device().sms)
     launch = hm.prepare(a, b, out) if extra is None else wt.prepare(a, b, out, extra=extra)
@@ -128,7 +126,6 @@ def shapes_benchmark(quick: bool = False, log=print) -> dict:
     """``hopper_matmul(a, b)`` as a user calls it (no options: ``pick_config``) at HELD_OUT_SHAPES, fp16 and bf16,
     against cuBLAS and torch.matmul in the same run, with the other SHAPE_VARIANTS beside it (what a pick by
     shape could reach). Every output is checked against cuBLAS's before anything is timed (``matmul_sweep``)."""
-    from ..core import hardware
     require(WGMMA, "the hopper-matmul-shapes benchmark")
     shapes = [(1024, 1024, 1024), (2048, 2048, 2048), (128, 14336, 4096)] if quick else HELD_OUT_SHAPES + CHOSE_SHAPES + FRESH_SHAPES
     sms = hardware.device().sms
