@@ -94,7 +94,7 @@ def wide_producer(w):
 
 
 @gluon.jit
-def wide_consumer(w, c0_smem, c1_smem, acc0_layout: gl.constexpr, acc1_layout: gl.constexpr):
+def wide_consumer(w, c0_smem, c1_smem, acc0_layout: gl.constexpr, acc1_layout: gl.constexpr, A_REGS: gl.constexpr):
     TM: gl.constexpr = w.a_desc.block_shape[0]
     BK: gl.constexpr = w.a_desc.block_shape[1]
     N0: gl.constexpr = w.b0_desc.block_shape[1]
@@ -110,9 +110,16 @@ def wide_consumer(w, c0_smem, c1_smem, acc0_layout: gl.constexpr, acc1_layout: g
             with scope("wait_ready", w.INSTRUMENT):
                 mbarrier.wait(w.ready.index(s), phase)
             with scope("mma", w.INSTRUMENT):
-                acc0 = hopper.warpgroup_mma(w.a_bufs.index(s), w.b0_bufs.index(s), acc0, use_acc=k > 0, is_async=True)
-                acc1 = hopper.warpgroup_mma(w.a_bufs.index(s), w.b1_bufs.index(s), acc1, use_acc=k > 0, is_async=True)
-                acc0, acc1 = hopper.warpgroup_mma_wait(2, deps=[acc0, acc1])   # the previous step's two are done ...
+                if A_REGS:
+                    a = w.a_bufs.index(s).load(gl.DotOperandLayout(operand_index=0, parent=acc0_layout, k_width=2))
+                    acc0 = hopper.warpgroup_mma(a, w.b0_bufs.index(s), acc0, use_acc=k > 0, is_async=True)
+                    a1 = gl.convert_layout(a, gl.DotOperandLayout(operand_index=0, parent=acc1_layout, k_width=2))
+                    acc1 = hopper.warpgroup_mma(a1, w.b1_bufs.index(s), acc1, use_acc=k > 0, is_async=True)
+                    acc0, acc1, a, a1 = hopper.warpgroup_mma_wait(2, deps=[acc0, acc1, a, a1])
+                else:
+                    acc0 = hopper.warpgroup_mma(w.a_bufs.index(s), w.b0_bufs.index(s), acc0, use_acc=k > 0, is_async=True)
+                    acc1 = hopper.warpgroup_mma(w.a_bufs.index(s), w.b1_bufs.index(s), acc1, use_acc=k > 0, is_async=True)
+                    acc0, acc1 = hopper.warpgroup_mma_wait(2, deps=[acc0, acc1])   # the previous step's two are done ...
                 if k > 0:
                     mbarrier.arrive(w.empty.index((it - 1) % w.STAGES))      # ... so its stage goes back
             it += 1
@@ -131,7 +138,7 @@ def wide_consumer(w, c0_smem, c1_smem, acc0_layout: gl.constexpr, acc1_layout: g
 
 @gluon.jit
 def wide_matmul_kernel(a_desc, b0_desc, b1_desc, c0_desc, c1_desc, M, N, K, STAGES: gl.constexpr,
-                       acc0_layout: gl.constexpr, acc1_layout: gl.constexpr, INSTRUMENT: gl.constexpr = False):
+                       acc0_layout: gl.constexpr, acc1_layout: gl.constexpr, INSTRUMENT: gl.constexpr = False, A_REGS: gl.constexpr = False):
     a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_shape, a_desc.layout)
     b0_bufs = gl.allocate_shared_memory(b0_desc.dtype, [STAGES] + b0_desc.block_shape, b0_desc.layout)
     b1_bufs = gl.allocate_shared_memory(b1_desc.dtype, [STAGES] + b1_desc.block_shape, b1_desc.layout)
@@ -144,7 +151,7 @@ def wide_matmul_kernel(a_desc, b0_desc, b1_desc, c0_desc, c1_desc, M, N, K, STAG
     c1_smem = gl.allocate_shared_memory(c1_desc.dtype, c1_desc.block_shape, c1_desc.layout)
     w = Wide(a_desc, b0_desc, b1_desc, c0_desc, c1_desc, a_bufs, b0_bufs, b1_bufs, ready, empty,
              gl.to_tensor(M), gl.to_tensor(N), gl.to_tensor(K), STAGES, INSTRUMENT)
-    gl.warp_specialize([(wide_consumer, (w, c0_smem, c1_smem, acc0_layout, acc1_layout)),
+    gl.warp_specialize([(wide_consumer, (w, c0_smem, c1_smem, acc0_layout, acc1_layout, A_REGS)),
                         (wide_producer, (w,))], [1], [40])
 
 
@@ -158,6 +165,7 @@ class WidePlan:
     dtype: object
     extra: int = 64              # N1: the second accumulator's width
     stages: int = 4
+    a_regs: bool = False
 
     @property
     def block_n(self) -> int:
@@ -181,14 +189,15 @@ class WidePlan:
     def constexprs(self, instrument: bool = False) -> dict:
         acc = [gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[NUM_WARPS, 1], instr_shape=[16, n, 16])
                for n in (BLOCK_N0, self.extra)]
-        return dict(STAGES=self.stages, acc0_layout=acc[0], acc1_layout=acc[1], INSTRUMENT=instrument)
+        return dict(STAGES=self.stages, acc0_layout=acc[0], acc1_layout=acc[1], INSTRUMENT=instrument, A_REGS=self.a_regs)
 
 
-def plan(M, N, K, dtype, *, extra: int = 64, stages: int = 4) -> WidePlan:
+def plan(M, N, K, dtype, *, extra: int = 64, stages: int = 4, a_regs: bool = False) -> WidePlan:
     """Validate a configuration; raises ValueError naming the parameter and what it accepts."""
     validate.one_of(extra, "extra", EXTRAS, " (the second accumulator's width: tiles 144, 160 or 192 wide)")
     validate.count(stages, "stages", high=16)
-    p = WidePlan(dtype, extra, stages)
+    validate.boolean(a_regs, "a_regs")
+    p = WidePlan(dtype, extra, stages, a_regs)
     if K < 1 or K % 8 or N % 8:
         raise ValueError(f"K and N must be positive multiples of 8 (16-byte aligned rows for TMA), got K={K}, N={N}")
     if p.stages < 2 or p.smem_bytes > SMEM_PER_CTA:
@@ -237,13 +246,13 @@ def best_extra(M: int, N: int, K: int, sms: int) -> int | None:
     return extra if cycles <= WIDE_GAIN * base else None
 
 
-def _call(a, b, out, extra: int, stages: int):
+def _call(a, b, out, extra: int, stages: int, a_regs: bool = False):
     """Validate the operands, the output and the options (before any hardware is touched, then the hardware),
     and build the five TMA descriptors: (plan, out, descriptors, M, N, K)."""
     import torch
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
     M, N, K = check_operands(a, b)
-    p = plan(M, N, K, gl_dtype(a), extra=extra, stages=stages)
+    p = plan(M, N, K, gl_dtype(a), extra=extra, stages=stages, a_regs=a_regs)
     boxes, layouts = p.boxes(), p.layouts()
     check_tma_tensor(a, "a", boxes["a"])
     check_tma_tensor(b, "b", boxes["b1"])          # the narrower box of B: the stricter check
@@ -258,11 +267,11 @@ def _call(a, b, out, extra: int, stages: int):
     return p, out, desc, M, N, K
 
 
-def prepare(a, b, out=None, *, extra: int = 64, stages: int = 4, programs: int | None = None):
+def prepare(a, b, out=None, *, extra: int = 64, stages: int = 4, a_regs: bool = False, programs: int | None = None):
     """Validate, build the descriptors, compile, size the persistent grid (one CTA per SM, as many as are resident)
     and return ``launch()``, which only launches."""
     validate.optional_count(programs, "programs", high=1 << 20)
-    p, out, desc, M, N, K = _call(a, b, out, extra, stages)
+    p, out, desc, M, N, K = _call(a, b, out, extra, stages, a_regs)
     args = desc + [M, N, K]
     meta = p.constexprs()
     compiled = wide_matmul_kernel.warmup(*args, **meta, grid=(1,), num_warps=NUM_WARPS)
@@ -277,25 +286,26 @@ def prepare(a, b, out=None, *, extra: int = 64, stages: int = 4, programs: int |
     return launch
 
 
-def wide_matmul(a, b, out=None, *, extra: int = 64, stages: int = 4, programs: int | None = None,
+def wide_matmul(a, b, out=None, *, extra: int = 64, stages: int = 4, a_regs: bool = False, programs: int | None = None,
                 instrument: bool = False):
     """C = A @ B (fp16 or bf16, fp32 accumulation) on Hopper with 128 x (128 + extra) tiles of two accumulators.
     ``instrument=True`` launches through the JIT with the timeline scopes, so that they compile inside proton's
     session (``traces.record``)."""
     validate.boolean(instrument, "instrument")
     if not instrument:
-        return prepare(a, b, out, extra=extra, stages=stages, programs=programs)()
+        return prepare(a, b, out, extra=extra, stages=stages, a_regs=a_regs, programs=programs)()
     validate.optional_count(programs, "programs", high=1 << 20)
-    p, out, desc, M, N, K = _call(a, b, out, extra, stages)
+    p, out, desc, M, N, K = _call(a, b, out, extra, stages, a_regs)
     grid = min(tiles(M, N, extra), programs or hardware.device().sms)
     wide_matmul_kernel[(grid,)](*desc, M, N, K, **p.constexprs(True), num_warps=NUM_WARPS)
     return out
 
 
-def wide_matmul_spec(dtype: str = "float16", extra: int = 64, stages: int = 4, instrument: bool = False):
+def wide_matmul_spec(dtype: str = "float16", extra: int = 64, stages: int = 4, instrument: bool = False,
+                     a_regs: bool = False):
     """The lens spec at an 8192 x 8192 x 4096 problem's descriptors."""
     dtype = validate.dtype(dtype)
-    p = plan(8192, 8192, 4096, DTYPES[dtype].gl, extra=extra, stages=stages)
+    p = plan(8192, 8192, 4096, DTYPES[dtype].gl, extra=extra, stages=stages, a_regs=a_regs)
     boxes, layouts = p.boxes(), p.layouts()
     sig = {f"{n}_desc": descriptor_type(p.dtype, boxes[n], layouts[n]) for n in ("a", "b0", "b1", "c0", "c1")}
     sig.update(M="i32", N="i32", K="i32", **{k: "constexpr" for k in p.constexprs(instrument)})
