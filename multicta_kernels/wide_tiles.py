@@ -94,6 +94,24 @@ def wide_producer(w):
 
 
 @gluon.jit
+def regs_step(w, it, k, acc0, acc1, a_prev, acc0_layout: gl.constexpr):
+    """One K step with A's operand in registers: read from shared memory once (ldmatrix), then both wgmmas take it.
+    A wgmma reads its A registers until a wait covers it (PTX ISA 9.7.15.7.3, wgmma.wait_group), so the caller
+    alternates two call sites, and a_prev, the other site's A, stays live until this step's wait covers it."""
+    s, phase = stage_of(it, w.STAGES)
+    with scope("wait_ready", w.INSTRUMENT):
+        mbarrier.wait(w.ready.index(s), phase)
+    with scope("mma", w.INSTRUMENT):
+        a = w.a_bufs.index(s).load(gl.DotOperandLayout(operand_index=0, parent=acc0_layout, k_width=2))
+        acc0 = hopper.warpgroup_mma(a, w.b0_bufs.index(s), acc0, use_acc=k > 0, is_async=True)
+        acc1 = hopper.warpgroup_mma(a, w.b1_bufs.index(s), acc1, use_acc=k > 0, is_async=True)
+        acc0, acc1, a, a_prev = hopper.warpgroup_mma_wait(2, deps=[acc0, acc1, a, a_prev])
+        if k > 0:
+            mbarrier.arrive(w.empty.index((it - 1) % w.STAGES))
+    return acc0, acc1, a
+
+
+@gluon.jit
 def wide_consumer(w, c0_smem, c1_smem, acc0_layout: gl.constexpr, acc1_layout: gl.constexpr, A_REGS: gl.constexpr):
     TM: gl.constexpr = w.a_desc.block_shape[0]
     BK: gl.constexpr = w.a_desc.block_shape[1]
@@ -105,24 +123,29 @@ def wide_consumer(w, c0_smem, c1_smem, acc0_layout: gl.constexpr, acc1_layout: g
     acc1 = gl.zeros([TM, N1], gl.float32, acc1_layout)
     it = 0
     for lin in range(gl.program_id(0), m_tiles * n_tiles, gl.num_programs(0)):
-        for k in range(k_steps):
-            s, phase = stage_of(it, w.STAGES)
-            with scope("wait_ready", w.INSTRUMENT):
-                mbarrier.wait(w.ready.index(s), phase)
-            with scope("mma", w.INSTRUMENT):
-                if A_REGS:
-                    a = w.a_bufs.index(s).load(gl.DotOperandLayout(operand_index=0, parent=acc0_layout, k_width=2))
-                    acc0 = hopper.warpgroup_mma(a, w.b0_bufs.index(s), acc0, use_acc=k > 0, is_async=True)
-                    a1 = gl.convert_layout(a, gl.DotOperandLayout(operand_index=0, parent=acc1_layout, k_width=2))
-                    acc1 = hopper.warpgroup_mma(a1, w.b1_bufs.index(s), acc1, use_acc=k > 0, is_async=True)
-                    acc0, acc1, a, a1 = hopper.warpgroup_mma_wait(2, deps=[acc0, acc1, a, a1])
-                else:
-                    acc0 = hopper.warpgroup_mma(w.a_bufs.index(s), w.b0_bufs.index(s), acc0, use_acc=k > 0, is_async=True)
-                    acc1 = hopper.warpgroup_mma(w.a_bufs.index(s), w.b1_bufs.index(s), acc1, use_acc=k > 0, is_async=True)
-                    acc0, acc1 = hopper.warpgroup_mma_wait(2, deps=[acc0, acc1])   # the previous step's two are done ...
-                if k > 0:
-                    mbarrier.arrive(w.empty.index((it - 1) % w.STAGES))      # ... so its stage goes back
-            it += 1
+        if A_REGS:                                               # two steps a turn: even and odd A registers
+            a_odd = gl.zeros([TM, BK], w.a_desc.dtype, gl.DotOperandLayout(operand_index=0, parent=acc0_layout,
+                                                                            k_width=2))
+            for k in range(0, k_steps, 2):
+                acc0, acc1, a_even = regs_step(w, it, k, acc0, acc1, a_odd, acc0_layout)
+                it += 1
+                if k + 1 < k_steps:
+                    acc0, acc1, a_odd = regs_step(w, it, k + 1, acc0, acc1, a_even, acc0_layout)
+                    it += 1
+        else:
+            for k in range(k_steps):
+                s, phase = stage_of(it, w.STAGES)
+                with scope("wait_ready", w.INSTRUMENT):
+                    mbarrier.wait(w.ready.index(s), phase)
+                with scope("mma", w.INSTRUMENT):
+                    acc0 = hopper.warpgroup_mma(w.a_bufs.index(s), w.b0_bufs.index(s), acc0, use_acc=k > 0,
+                                                is_async=True)
+                    acc1 = hopper.warpgroup_mma(w.a_bufs.index(s), w.b1_bufs.index(s), acc1, use_acc=k > 0,
+                                                is_async=True)
+                    acc0, acc1 = hopper.warpgroup_mma_wait(2, deps=[acc0, acc1])   # the previous step's two are done
+                    if k > 0:
+                        mbarrier.arrive(w.empty.index((it - 1) % w.STAGES))      # ... so its stage goes back
+                it += 1
         with scope("epilogue", w.INSTRUMENT):
             acc0, acc1 = hopper.warpgroup_mma_wait(0, deps=[acc0, acc1])
             mbarrier.arrive(w.empty.index((it - 1) % w.STAGES))

@@ -40,6 +40,41 @@ def test_a_k_step_feeds_both_accumulators_then_frees_the_previous_stage(extra):
         "the stage's three boxes are expected on one barrier"
 
 
+@pytest.mark.parametrize("extra", wt.EXTRAS)
+def test_a_in_registers_is_read_once_a_step_and_never_rewritten_under_a_wgmma_in_flight(extra):
+    """a_regs=True: each K step loads its warpgroup's 64 x 64 of A with four ldmatrix.x4 after the ready wait, and
+    its eight wgmmas take those registers as A (four b32 a thread, not a descriptor). A wgmma reads its A registers
+    until a wait_group covers it (PTX ISA 9.7.15.7.3), and the step after it waits only for the step before: so
+    the loop runs two steps a turn from two sets of registers, and neither step writes the other's."""
+    ptx = lens.compile(wt.wide_matmul_spec(extra=extra, a_regs=True), "sm_90a").ptx
+    assert ".local" not in ptx
+    first = ptx.index("wgmma.wait_group.sync.aligned 2;")
+    second = ptx.index("wgmma.wait_group.sync.aligned 2;", first + 1)
+    start = ptx.rindex("mbarrier.try_wait.parity", 0, first)
+    end = ptx.index("\n", ptx.index("mbarrier.arrive.shared", second))
+    halves = [ptx[start:first], ptx[first:end]]
+    sets = []
+    for half in halves:
+        loads = [m.start() for m in re.finditer(r"ldmatrix\.sync\.aligned\.m8n8\.x4\.shared\.b16", half)]
+        mmas = list(re.finditer(r"wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k16\.f32\.f16\.f16 \{[^}]*\}, "
+                                r"(\{[^}]*\}|%rd\d+), %rd\d+", half))
+        assert len(loads) == 4 and len(mmas) == 8, (len(loads), len(mmas))
+        assert half.index("mbarrier.try_wait") < loads[0] and loads[-1] < mmas[0].start()
+        assert [m.group(1) for m in mmas] == ["128"] * 4 + [str(extra)] * 4
+        assert all(m.group(2).startswith("{") and m.group(2).count(",") == 3 for m in mmas), \
+            [m.group(2) for m in mmas]
+        sets.append({r for m in mmas for r in re.findall(r"%r\d+", m.group(2))})
+    assert not sets[0] & sets[1], "the two steps of a turn share A registers"
+    for regs, other in ((sets[0], halves[1]), (sets[1], halves[0])):     # none written by the other step
+        written = set(re.findall(r"(?:mov|ld\w*)[.\w]* (%r\d+),", other))
+        assert not regs & written, sorted(regs & written)
+    order = [m.group(0) for m in re.finditer(r"wgmma\.commit_group|wgmma\.wait_group\.sync\.aligned \d|"
+                                             r"mbarrier\.arrive\.shared", halves[1])]
+    assert order == ["wgmma.wait_group.sync.aligned 2", "mbarrier.arrive.shared", "wgmma.commit_group",
+                     "wgmma.commit_group", "wgmma.wait_group.sync.aligned 2", "mbarrier.arrive.shared"], order
+    assert "ldmatrix" not in consumer_loop(lens.compile(wt.wide_matmul_spec(extra=extra), "sm_90a").ptx)
+
+
 def test_every_loop_runs_the_synchronisation_of_the_default_kernel():
     """Per loop of the PTX (``lens.schedule``): the producer's loop, the consumer's K-step loop and its tile loop
     execute the same barrier waits, arrives, CTA barriers and fences as chapter 6's 1-CTA default kernel; the second
@@ -79,19 +114,20 @@ def test_tile_counts():
 
 
 @pytest.mark.wgmma
+@pytest.mark.parametrize("a_regs", [False, True])
 @pytest.mark.parametrize("extra", wt.EXTRAS)
 @pytest.mark.parametrize("M, N, K, dtype", [(1536, 1536, 1536, torch.float16), (1000, 776, 1000, torch.bfloat16),
                                             (130, 200, 64, torch.float16), (1, 136, 512, torch.float16),
                                             (300, 8, 1000, torch.bfloat16), (3072, 3072, 3072, torch.float16)])
-def test_wide_matmul_matches_torch(extra, M, N, K, dtype):
+def test_wide_matmul_matches_torch(extra, M, N, K, dtype, a_regs):
     a = torch.randn(M, K, device="cuda", dtype=dtype)
     b = torch.randn(K, N, device="cuda", dtype=dtype)
-    launch = wt.prepare(a, b, c := poisoned((M, N), dtype), extra=extra)
+    launch = wt.prepare(a, b, c := poisoned((M, N), dtype), extra=extra, a_regs=a_regs)
     for i in range(2):                                      # a prepared launch runs again into a fresh poison
         c.fill_(float("nan"))
         launch()
         torch.cuda.synchronize()
-        assert_matmul_close(c, a, b, f"wide {extra} {M}x{N}x{K} launch {i}")
+        assert_matmul_close(c, a, b, f"wide {extra} {M}x{N}x{K} a_regs={a_regs} launch {i}")
 
 
 def test_the_record_holds_the_tools_plan_and_the_tool_refuses_without_a_gpu():
