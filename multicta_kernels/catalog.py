@@ -65,7 +65,8 @@ KERNELS = {   # name: (spec factory, parameter sets the tests compile)
     "hopper_matmul": (hopper_matmul.hopper_matmul_spec,
                       [{}, {"num_ctas": 4}, {"num_ctas": 2}, {"dtype": "bfloat16"}, {"warp_specialize": False},
                        {"consumers": 2, "block_m": 64}, {"epilogue_n": 64, "stages": 4}]),
-    "wide_matmul": (wide_tiles.wide_matmul_spec, [{}, {"extra": 16}, {"extra": 32}, {"dtype": "bfloat16"}]),
+    "wide_matmul": (wide_tiles.wide_matmul_spec, [{}, {"extra": 16}, {"extra": 32}, {"dtype": "bfloat16"},
+                                                  {"a_regs": True}]),
 }
 
 

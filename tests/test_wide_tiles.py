@@ -155,6 +155,31 @@ def test_the_record_holds_the_tools_plan_and_the_tool_refuses_without_a_gpu():
         assert out.returncode != 0 and len(out.stderr.strip().splitlines()) == 1, out.stderr
 
 
+def test_the_registers_record_refutes_the_bytes_reading():
+    """results/h100/hopper_matmul_wide_regs.json (explore_wide_tiles --a-regs): the eight shapes, every output of
+    both operand paths checked. 6489980 predicted, from A's bytes, K steps 1.25x to 1.31x shorter with A in
+    registers; the traces say each is longer (and the shared path's steps are STEP_CYCLES again, within 1 %), and
+    at no shape is a width with A in registers 10 % faster than the same width by descriptor (128 x 192 slower
+    at all eight)."""
+    import sys
+    from pathlib import Path
+
+    from multicta_kernels import results
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+    import explore_wide_tiles as ew
+    rec = results.load("h100/hopper_matmul_wide_regs.json")
+    assert [tuple(r[:3]) for r in rec["rows"]] == ew.SHAPES and rec["benchmark"] == "hopper-matmul-wide-regs"
+    for r in results.records(rec):
+        assert all(r[f"{n}_rel_err"] < 1e-2 for n in ["picked", *ew.WIDE, *ew.REGS]), r
+        gain = {e: r[f"{n}_tflops"] / r[f"{n.split(',')[0]}_tflops"] for n, e in ew.REGS.items()}
+        assert gain[64] < 1 and max(gain.values()) < 1.1, r      # 128 x 192 loses; none near 1.25
+    steps = {row[3]: row[4]["step_cycles"] for row in rec["phases"]["rows"]}
+    assert list(steps) == [*ew.WIDE, *ew.REGS]
+    for name, e in ew.WIDE.items():
+        assert abs(steps[name] / wt.STEP_CYCLES[e] - 1) < 0.01, (name, steps[name])
+        assert steps[f"{name}, A in registers"] > steps[name], name
+
+
 FITTED = {(1536, 1536, 1536): 16, (512, 6144, 4096): 64}      # explore_wide_tiles' shapes where wide tiles won
 
 

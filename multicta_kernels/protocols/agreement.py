@@ -185,6 +185,8 @@ def model_sequences(protocol: Protocol, cta: int = 0, data: bool = False) -> dic
             continue
         seq = out.setdefault(t.partition, [])
         for op in t.ops:
+            if op.registers:                               # not shared memory: the program sees only the load
+                continue
             kind = _ORDER_KIND.get(op.kind) or (op.kind if data and op.kind in ("read", "write", "wgmma") else None)
             if data and op.kind == "wgmma_wait":
                 kind = f"wgmma_wait({op.n})"

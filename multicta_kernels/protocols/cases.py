@@ -62,6 +62,8 @@ CASES = {
     "ch6 Hopper matmul, 2 CTAs, ping-pong": Case(lambda: hopper_matmul(2, consumers=2)),
     "ch6 wide tiles, 128 x 192, 2 stages": Case(lambda: wide_matmul(stages=2)),
     "ch6 wide tiles, 128 x 144, 3 stages, 2 tiles of 3 steps": Case(lambda: wide_matmul(16, stages=3, tiles=2, k_steps=3)),
+    "ch6 wide tiles, A in registers, 2 stages, 2 tiles of 3 steps": Case(
+        lambda: wide_matmul(stages=2, tiles=2, k_steps=3, a_regs=True)),
     # what must be found
     "bug: one-round exchange reads a peer's pair before its wait (ch1)": Case(
         lambda: softmax_one_round(2).move("main.read m_all[1]", before="main.wait landed"), "read before write"),
@@ -84,6 +86,8 @@ CASES = {
                                                      "overwrite before release"),
     "bug: wide tiles' stage released before its two wgmmas are done (ch6)": Case(
         lambda: wide_matmul(stages=2, release_early=True), "overwrite before release"),
+    "bug: wide tiles' A loaded into the registers the last step's wgmmas read (ch6)": Case(
+        lambda: wide_matmul(stages=2, a_regs=True, one_set=True), "overwrite before release"),
     "bug: epilogue staging restarting per tile, one sub-tile (ch5 before)": Case(
         lambda: clc_matmul(staging="per_tile", subtiles=1, tiles=2), "overwrite before release"),
     "bug: no producer tails, the last commits land after exit (ch5 before)": Case(
@@ -109,7 +113,8 @@ def kernel_models() -> list:
             [multicast_mma(), multicast_mma(((1, 0),), False), mma_tile(False), mma_tile(True)] +
             [clc_matmul(acc, stages=d[0], acc_stages=d[1], subtiles=d[2], tiles=2) for acc in (None, _C4)] +
             [hopper_matmul(c, w, stages=s) for c, w, s in ((1, 1, 3), (2, 1, 3), (4, 1, 3), (2, 2, 4), (1, 2, 4))] +
-            [wide_matmul(extra) for extra in (64, 16, 32)] + [wide_matmul(dtype="bfloat16")])
+            [wide_matmul(extra) for extra in (64, 16, 32)] + [wide_matmul(dtype="bfloat16")] +
+            [wide_matmul(a_regs=True, k_steps=3)])
 
 
 def check_book(runs: int = 300, names=None) -> list:

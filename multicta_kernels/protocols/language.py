@@ -68,6 +68,7 @@ class Op:
     census: int = 1                 # code sites this op stands for (a load of A and B is two async_loads)
     reach: tuple = ()               # tma_load: for each part, the CTAs it lands in (0 where another CTA issues it);
                                     # mma: for each commit, the CTAs it arrives on (0 where this CTA does not issue)
+    registers: bool = False         # write: of registers an asynchronous unit reads (a wgmma's A), not shared memory
     note: str = ""
 
 
@@ -130,13 +131,15 @@ class Thread:
         at = (self.cta,) if at is None else (at,) if isinstance(at, int) else tuple(at)
         return self._add("read", buf, site, reads=tuple((c, buf, slot, version) for c in at))
 
-    def write(self, buf, slot, version, over=(), site=None):
+    def write(self, buf, slot, version, over=(), site=None, registers=False):
         """A write of ``buf[slot]`` in this CTA by its threads (registers to shared memory). ``over``:
         the (buf, slot, version) whose bytes ``buf[slot]`` shares (the compiler's allocation may place
         a buffer over others that are dead by then): writing it writes them too, so every reader of
-        their previous version must have released it first."""
+        their previous version must have released it first. ``registers``: ``buf`` is a set of registers
+        that a wgmma reads until a wait retires it (its A operand), written by the load that fills them: checked
+        as a buffer, and no write of shared memory in the ties (the program records the load as a read)."""
         w = ((self.cta, buf, slot, version),) + tuple((self.cta, b, s, v) for b, s, v in over)
-        return self._add("write", buf, site, writes=w, completes=w)
+        return self._add("write", buf, site, writes=w, completes=w, registers=registers)
 
     def invalidate(self, bar, site=None):
         """``mbarrier.invalidate``: the barrier's memory may be reused; an arrival, a landing or a wait

@@ -842,41 +842,55 @@ def hopper_matmul(num_ctas: int = 2, consumers: int = 2, turns: bool = True, rel
 
 
 def wide_matmul(extra: int = 64, stages: int = 4, tiles: int = 3, k_steps: int = 2, dtype: str = "float16",
-                release_early: bool = False) -> Protocol:
+                release_early: bool = False, a_regs: bool = False, one_set: bool = False) -> Protocol:
     """Chapter 6's wide tiles, ``wide_matmul_kernel``: the default Hopper matmul (one CTA, a producer partition and
     one consumer of two warpgroups, persistent) with B split in two boxes, 64 x N0 and 64 x ``extra``. A stage holds
     A's box and both B boxes: three TMA loads on one ``ready`` barrier, which expects their sum. A K step issues two
     wgmmas (one per accumulator), waits until the previous step's two are done (``warpgroup_mma_wait(2)``) and
     gives that step's stage back on ``empty``; the epilogue waits for both, gives the last stage back, waits for the
     previous tile's stores, writes both staging buffers and stores them. Bug: ``release_early`` (a stage freed right
-    after its two wgmmas are issued: they may still be reading it)."""
+    after its two wgmmas are issued: they may still be reading it). ``a_regs``: A's operand in registers, loaded from
+    the stage once a step (a read of shared memory) into one of two register sets, the even steps' and the odd
+    steps' of a tile, which both wgmmas read until a wait retires them; bug: ``one_set`` (every step loads into the
+    same registers: the previous step's wgmmas may still be reading them, PTX ISA 9.7.15.7.3)."""
     validate.one_of(extra, "extra", ch6w.EXTRAS, " (the second accumulator's width)")
+    validate.boolean(a_regs, "a_regs")
     elem = DTYPES[validate.dtype(dtype)].bytes
     boxes = [("a", [], ch6w.BLOCK_M * ch6w.BLOCK_K * elem), ("b0", [], ch6w.BLOCK_K * ch6w.BLOCK_N0 * elem),
              ("b1", [], ch6w.BLOCK_K * extra * elem)]
-    params = {k: v for k, v, default in (("extra", extra, 64), ("stages", stages, 4), ("dtype", dtype, "float16"))
-              if v != default}                    # the catalog's own parameter sets, as it lists them
+    params = {k: v for k, v, default in (("extra", extra, 64), ("stages", stages, 4), ("dtype", dtype, "float16"),
+                                         ("a_regs", a_regs, False)) if v != default}   # the catalog's own sets
+    bug = release_early or one_set
     p = Protocol(f"wide matmul, 128 x {ch6w.BLOCK_N0 + extra}, {stages} stages"
-                 + (f", {dtype}" if dtype != "float16" else "")
-                 + (", released early (bug)" if release_early else ""),
-                 1, None if release_early else ("wide_matmul", params, "sm_90a"), warp_specialized=True)
+                 + (f", {dtype}" if dtype != "float16" else "") + (", A in registers" if a_regs else "")
+                 + (", released early (bug)" if release_early else "") + (", one set of A registers (bug)" if one_set
+                                                                          else ""),
+                 1, None if bug else ("wide_matmul", params, "sm_90a"), warp_specialized=True)
     p.runtime = {"M": ch6w.BLOCK_M * tiles, "N": ch6w.BLOCK_N0 + extra, "K": ch6w.BLOCK_K * k_steps}
     ready = p.barrier("ready", stages)
     empty = p.barrier("empty", stages)
     _ring_producer(p.thread(0, "producer"), ready, empty, None, stages, tiles * k_steps, boxes)
     t = p.thread(0, "consumer")
-    it = 0
+    it, loaded = 0, [0, 0]                        # a_regs: the versions of the even and odd register sets
     for tile in range(tiles):
         for k in range(k_steps):
             s, lap = it % stages, it // stages
-            t.wait(ready[s], lap)
-            t.wgmma([("a", s, lap + 1), ("b0", s, lap + 1)], site="wgmma acc0")
-            t.wgmma([("a", s, lap + 1), ("b1", s, lap + 1)], site="wgmma acc1")
+            odd = " (odd step)" if a_regs and k % 2 else ""   # a_regs: the kernel's second call site of a turn
+            t.wait(ready[s], lap, site=f"wait ready{odd}")
+            a = ("a", s, lap + 1)
+            if a_regs:
+                r = 0 if one_set else k % 2
+                t.read(*a, site="load A")
+                loaded[r] += 1
+                t.write("a_regs", r, loaded[r], site="A registers", registers=True)
+                a = ("a_regs", r, loaded[r])
+            t.wgmma([a, ("b0", s, lap + 1)], site="wgmma acc0")
+            t.wgmma([a, ("b1", s, lap + 1)], site="wgmma acc1")
             if release_early:
                 t.arrive(empty[s], lap, site="arrive empty (early)")
             t.wgmma_wait(2, site="wgmma_wait(2)")
             if k > 0 and not release_early:
-                t.arrive(empty[(it - 1) % stages], (it - 1) // stages, site="arrive empty (in loop)")
+                t.arrive(empty[(it - 1) % stages], (it - 1) // stages, site=f"arrive empty (in loop){odd}")
             it += 1
         t.wgmma_wait(0, site="wgmma_wait(0)")
         if not release_early:
