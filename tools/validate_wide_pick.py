@@ -32,8 +32,15 @@ TRACED = [32]
 # At each of these shapes the two rules take different widths.
 TIE_BREAK = [(384, 6144, 2048), (512, 5120, 4096), (640, 3840, 2048), (896, 2560, 4096), (1152, 2048, 2048),
              (1664, 1536, 4096), (2048, 1280, 2048), (3072, 768, 4096)]
+# A third set, for the gate: pick_extra asks the model only where hopper_matmul's pick is the default kernel. Here the
+# pick is the ping-pong and the model, without the gate, takes a width (eight shapes no run measured, the three widths
+# each at least twice). Set down before it ran: the gate goes if that width makes 1.05x the pick's TFLOP/s or more
+# at six of the eight and less than 0.97x at none; otherwise it stays.
+GATE = [(256, 7168, 2048), (384, 5632, 2048), (768, 1536, 4096), (1792, 1024, 2048), (1280, 4096, 4096),
+        (2432, 2048, 4096), (512, 10752, 4096), (2944, 3072, 2048)]
 SETS = {"held-out": (HELD_OUT, "hopper_matmul_wide_pick.json"),
-        "tie-break": (TIE_BREAK, "hopper_matmul_wide_tiebreak.json")}
+        "tie-break": (TIE_BREAK, "hopper_matmul_wide_tiebreak.json"),
+        "gate": (GATE, "hopper_matmul_wide_gate.json")}
 
 
 def widest_of_fewest_rounds(M: int, N: int, K: int, sms: int) -> int | None:
@@ -58,7 +65,8 @@ def predictions(sms: int, shapes=HELD_OUT) -> dict:
     default kernel's time."""
     return {f"{M}x{N}x{K}": {"extra": hmb.pick_extra(M, N, K, sms),
                              **({"widest_of_fewest_rounds": widest_of_fewest_rounds(M, N, K, sms)}
-                                if shapes is not HELD_OUT else {}),
+                                if shapes is TIE_BREAK else {}),
+                             **({"without_the_gate": wt.best_extra(M, N, K, sms)} if shapes is GATE else {}),
                              "predicted_share": {e: round(wt.rounds_cycles(M, N, K, sms, e)
                                                           / wt.rounds_cycles(M, N, K, sms), 4) for e in wt.EXTRAS}}
             for M, N, K in shapes}
