@@ -180,6 +180,20 @@ def test_the_registers_record_refutes_the_bytes_reading():
         assert steps[f"{name}, A in registers"] > steps[name], name
 
 
+def test_no_shape_the_rule_decides_comes_near_its_margin():
+    """Where the pick is the default kernel (the only place pick_extra asks the model), every M and N a multiple of
+    128 up to 8192 x 16384 and K from 1024 to 8192: the predicted shares are at most 957 / 1024 (128 x 192 in as many
+    rounds as the default) or at least 957 * 8 / (1024 * 7) (eight rounds against seven), so any margin from 0.935
+    up to 1.068 takes the same widths; WIDE_GAIN lies inside."""
+    below, above = hmb.margin_gap(132)
+    assert below == wt.STEP_CYCLES[64] / wt.DEFAULT_STEP_CYCLES
+    assert above == wt.STEP_CYCLES[64] * 8 / (wt.DEFAULT_STEP_CYCLES * 7)
+    assert below <= wt.WIDE_GAIN < above
+    with pytest.raises(ValueError, match="sms must be") as e:
+        hmb.margin_gap(0)
+    assert "\n" not in str(e.value)
+
+
 FITTED = {(1536, 1536, 1536): 16, (512, 6144, 4096): 64}      # explore_wide_tiles' shapes where wide tiles won
 
 
