@@ -9,6 +9,11 @@ loads on one ``ready`` barrier; a K step issues one wgmma into each accumulator,
 step's two before it gives that stage back. One CTA per SM, persistent, a producer warp and two consumer
 warpgroups: chapter 6's default kernel, with B split in two. No cluster, no multicast, no split-K.
 
+``plan(a_regs=True)`` loads each step's A into registers once (``regs_step``: two sets, even and odd steps, since a
+wgmma reads its A registers until a wait covers it) and gives both wgmmas the registers. It was built to test
+whether A's bytes make the narrow wgmma slow; measured, they do not (results/h100/hopper_matmul_wide_regs.json:
+every traced step longer, 128 x 192 slower at all eight shapes), so the rule uses the descriptor path.
+
 ``best_extra`` says where they beat the default kernel by the rounds model; ``benchmarks.hopper_matmul``'s
 ``prepare_picked`` takes them there in place of hopper_matmul's pick (tested on shapes the model was not fitted
 to: results/h100/hopper_matmul_wide_pick.json). This module does not import hopper_matmul: that would stand it

@@ -2,6 +2,7 @@
 per K step and gives a stage back only after the previous step's two; the three boxes of a stage are expected on
 one barrier; bad options are refused in one line; on a Hopper GPU, element by element against torch in
 NaN-poisoned outputs, edge tiles included (a second accumulator wholly past N)."""
+import json
 import re
 from collections import Counter
 
@@ -9,7 +10,7 @@ import pytest
 import torch
 
 from multicta_kernels import hopper_matmul as hm
-from multicta_kernels import lens
+from multicta_kernels import lens, results
 from multicta_kernels import wide_tiles as wt
 from multicta_kernels.benchmarks import hopper_matmul as hmb
 from multicta_kernels.core import hardware
@@ -192,6 +193,38 @@ def test_no_shape_the_rule_decides_comes_near_its_margin():
     with pytest.raises(ValueError, match="sms must be") as e:
         hmb.margin_gap(0)
     assert "\n" not in str(e.value)
+
+
+def gate_verdict(rec) -> tuple:
+    """validate_wide_pick --set gate's decision, as 59f60cc set it down before the run: (wins, losses), the shapes
+    where the model's width without the gate makes 1.05x the pick's TFLOP/s or more, and those below 0.97x; the
+    gate goes only with six wins or more and no loss."""
+    wins = losses = 0
+    for r in results.records(rec):
+        e = rec["predictions"][f"{r['M']}x{r['N']}x{r['K']}"]["without_the_gate"]
+        ratio = r[f"wide 128x{wt.BLOCK_N0 + e}_tflops"] / r["picked_tflops"]
+        wins, losses = wins + (ratio >= 1.05), losses + (ratio < 0.97)
+    return wins, losses
+
+
+def test_the_gate_record_keeps_the_gate():
+    """results/h100/hopper_matmul_wide_gate.json: eight shapes no other run measured, where the pick is the ping-pong
+    and the model without the gate takes a width; every output checked; prepare_picked ran the pick (the gate held).
+    The decision set down before the run keeps the gate: one win, four losses."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+    import validate_wide_pick as vp
+    rec = results.load("h100/hopper_matmul_wide_gate.json")
+    assert [tuple(r[:3]) for r in rec["rows"]] == vp.GATE and rec["set"] == "gate"
+    assert rec["predictions"] == json.loads(json.dumps(vp.predictions(rec["sms"], vp.GATE)))
+    for r in results.records(rec):
+        assert all(r[f"{n}_rel_err"] < 1e-2 for n in vp.variants()), r
+        assert hm.pick_config(r["K"], r["M"], r["N"], rec["sms"]) == hm.SHORT_K_CONFIG, r
+        assert hmb.pick_extra(r["M"], r["N"], r["K"], rec["sms"]) is None, r
+        assert abs(r["with wide_tflops"] / r["picked_tflops"] - 1) < 0.05, r
+    wins, losses = gate_verdict(rec)
+    assert (wins, losses) == (1, 4) and not (wins >= 6 and losses == 0)
 
 
 FITTED = {(1536, 1536, 1536): 16, (512, 6144, 4096): 64}      # explore_wide_tiles' shapes where wide tiles won

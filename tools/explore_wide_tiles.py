@@ -5,7 +5,8 @@ accumulators (``wide_tiles``: 128 x 144, 128 x 160 and 128 x 192) against today'
 torch.matmul in the same interleaved passes; every output checked against cuBLAS's before it is timed
 (``sweeps.matmul_sweep``). Then one launch of 128 x 144 and of 128 x 192 at 1536^3 with the timeline scopes, split
 into phases as tools/diagnose_fixed_cost.py splits the pick's (a K step's cycles: what the narrow second wgmma
-costs). About two minutes.
+costs). About two minutes. With ``--a-regs``, each width also with A's operand in registers
+(``wide_tiles.plan(a_regs=True)``), and all six traced: results/*/hopper_matmul_wide_regs.json.
 
     bash .device/run python3 tools/explore_wide_tiles.py --out $OUT
 """
