@@ -99,15 +99,16 @@ def wide_producer(w):
 
 
 @gluon.jit
-def regs_step(w, it, k, acc0, acc1, a_prev, acc0_layout: gl.constexpr):
+def regs_step(w, it, k, acc0, acc1, a_prev, a_layout: gl.constexpr):
     """One K step with A's operand in registers: read from shared memory once (ldmatrix), then both wgmmas take it.
-    A wgmma reads its A registers until a wait covers it (PTX ISA 9.7.15.7.3, wgmma.wait_group), so the caller
-    alternates two call sites, and a_prev, the other site's A, stays live until this step's wait covers it."""
+    A wgmma may read its A registers until a wait covers it (PTX ISA 9.7.15.7.3, wgmma.wait_group: accessing them
+    before is undefined), so the caller alternates two call sites, and a_prev, the other site's A, stays live until
+    this step's wait covers it."""
     s, phase = stage_of(it, w.STAGES)
     with scope("wait_ready", w.INSTRUMENT):
         mbarrier.wait(w.ready.index(s), phase)
     with scope("mma", w.INSTRUMENT):
-        a = w.a_bufs.index(s).load(gl.DotOperandLayout(operand_index=0, parent=acc0_layout, k_width=2))
+        a = w.a_bufs.index(s).load(a_layout)
         acc0 = hopper.warpgroup_mma(a, w.b0_bufs.index(s), acc0, use_acc=k > 0, is_async=True)
         acc1 = hopper.warpgroup_mma(a, w.b1_bufs.index(s), acc1, use_acc=k > 0, is_async=True)
         acc0, acc1, a, a_prev = hopper.warpgroup_mma_wait(2, deps=[acc0, acc1, a, a_prev])
@@ -129,13 +130,13 @@ def wide_consumer(w, c0_smem, c1_smem, acc0_layout: gl.constexpr, acc1_layout: g
     it = 0
     for lin in range(gl.program_id(0), m_tiles * n_tiles, gl.num_programs(0)):
         if A_REGS:                                               # two steps a turn: even and odd A registers
-            a_odd = gl.zeros([TM, BK], w.a_desc.dtype, gl.DotOperandLayout(operand_index=0, parent=acc0_layout,
-                                                                            k_width=2))
+            A_LAYOUT: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc0_layout, k_width=2)
+            a_odd = gl.zeros([TM, BK], w.a_desc.dtype, A_LAYOUT)
             for k in range(0, k_steps, 2):
-                acc0, acc1, a_even = regs_step(w, it, k, acc0, acc1, a_odd, acc0_layout)
+                acc0, acc1, a_even = regs_step(w, it, k, acc0, acc1, a_odd, A_LAYOUT)
                 it += 1
                 if k + 1 < k_steps:
-                    acc0, acc1, a_odd = regs_step(w, it, k + 1, acc0, acc1, a_even, acc0_layout)
+                    acc0, acc1, a_odd = regs_step(w, it, k + 1, acc0, acc1, a_even, A_LAYOUT)
                     it += 1
         else:
             for k in range(k_steps):
@@ -166,7 +167,8 @@ def wide_consumer(w, c0_smem, c1_smem, acc0_layout: gl.constexpr, acc1_layout: g
 
 @gluon.jit
 def wide_matmul_kernel(a_desc, b0_desc, b1_desc, c0_desc, c1_desc, M, N, K, STAGES: gl.constexpr,
-                       acc0_layout: gl.constexpr, acc1_layout: gl.constexpr, INSTRUMENT: gl.constexpr = False, A_REGS: gl.constexpr = False):
+                       acc0_layout: gl.constexpr, acc1_layout: gl.constexpr, INSTRUMENT: gl.constexpr = False,
+                       A_REGS: gl.constexpr = False):
     a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_shape, a_desc.layout)
     b0_bufs = gl.allocate_shared_memory(b0_desc.dtype, [STAGES] + b0_desc.block_shape, b0_desc.layout)
     b1_bufs = gl.allocate_shared_memory(b1_desc.dtype, [STAGES] + b1_desc.block_shape, b1_desc.layout)
@@ -217,7 +219,8 @@ class WidePlan:
     def constexprs(self, instrument: bool = False) -> dict:
         acc = [gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[NUM_WARPS, 1], instr_shape=[16, n, 16])
                for n in (BLOCK_N0, self.extra)]
-        return dict(STAGES=self.stages, acc0_layout=acc[0], acc1_layout=acc[1], INSTRUMENT=instrument, A_REGS=self.a_regs)
+        return dict(STAGES=self.stages, acc0_layout=acc[0], acc1_layout=acc[1], INSTRUMENT=instrument,
+                    A_REGS=self.a_regs)
 
 
 def plan(M, N, K, dtype, *, extra: int = 64, stages: int = 4, a_regs: bool = False) -> WidePlan:
@@ -266,12 +269,18 @@ def rounds_cycles(M: int, N: int, K: int, sms: int, extra: int | None = None) ->
     return math.ceil(count / sms) * math.ceil(K / BLOCK_K) * step
 
 
-def best_extra(M: int, N: int, K: int, sms: int) -> int | None:
-    """The second accumulator's width whose rounds_cycles are fewest, where they are at most WIDE_GAIN of the
-    default kernel's; else None (the default kernel)."""
+def best_share(M: int, N: int, K: int, sms: int) -> tuple:
+    """(share, extra): the second accumulator's width whose rounds_cycles are fewest, and those cycles as a share of
+    the default kernel's."""
     base = rounds_cycles(M, N, K, sms)                 # validates
     cycles, extra = min((rounds_cycles(M, N, K, sms, e), e) for e in EXTRAS)
-    return extra if cycles <= WIDE_GAIN * base else None
+    return cycles / base, extra
+
+
+def best_extra(M: int, N: int, K: int, sms: int) -> int | None:
+    """The width of :func:`best_share`, where its share is at most WIDE_GAIN; else None (the default kernel)."""
+    share, extra = best_share(M, N, K, sms)
+    return extra if share <= WIDE_GAIN else None
 
 
 def _call(a, b, out, extra: int, stages: int, a_regs: bool = False):

@@ -76,19 +76,41 @@ def test_a_in_registers_is_read_once_a_step_and_never_rewritten_under_a_wgmma_in
     assert "ldmatrix" not in consumer_loop(lens.compile(wt.wide_matmul_spec(extra=extra), "sm_90a").ptx)
 
 
+def loops(spec):
+    """The synchronisation each loop of the PTX executes (``lens.schedule``), one Counter a loop, sorted."""
+    per = {}
+    for r in lens.schedule(lens.compile(spec, "sm_90a").ptx):
+        if r["loop"]:
+            per.setdefault(r["loop"].source.split(":")[1], Counter())[r["op"]] += 1
+    return sorted(per.values(), key=lambda c: sorted(c.items()))
+
+
 def test_every_loop_runs_the_synchronisation_of_the_default_kernel():
     """Per loop of the PTX (``lens.schedule``): the producer's loop, the consumer's K-step loop and its tile loop
     execute the same barrier waits, arrives, CTA barriers and fences as chapter 6's 1-CTA default kernel; the second
     accumulator and the third TMA box add none, and no init fence or cluster barrier enters a loop."""
-    def loops(spec):
-        per = {}
-        for r in lens.schedule(lens.compile(spec, "sm_90a").ptx):
-            if r["loop"]:
-                per.setdefault(r["loop"].source.split(":")[1], Counter())[r["op"]] += 1
-        return sorted(per.values(), key=lambda c: sorted(c.items()))
     wide, default = loops(wt.wide_matmul_spec()), loops(hm.hopper_matmul_spec(num_ctas=1))
     assert not [op for c in wide for op in c if op.startswith(("fence.mbarrier_init", "barrier.cluster"))]
     assert len(wide) == 4 and wide == default, (wide, default)
+
+
+def test_the_one_set_bug_is_refused_without_a_in_registers():
+    from multicta_kernels.protocols import models
+    with pytest.raises(ValueError, match="one_set=True .* needs a_regs=True") as e:
+        models.wide_matmul(one_set=True)
+    assert "\n" not in str(e.value)
+
+
+def test_a_in_registers_runs_the_descriptor_paths_synchronisation_per_step():
+    """a_regs=True: the producer's loop and the tile loop execute what the descriptor path's do, and the two steps
+    of a turn together twice what one of its K steps does (a wait, an arrive and the compiler's CTA barriers a
+    step); no init fence or cluster barrier enters a loop."""
+    shared, regs = loops(wt.wide_matmul_spec()), loops(wt.wide_matmul_spec(a_regs=True))
+    assert not [op for c in regs for op in c if op.startswith(("fence.mbarrier_init", "barrier.cluster"))]
+    rest = [c for c in regs if c not in shared]
+    assert len(regs) == len(shared) == 4 and len(rest) == 2, (regs, shared)
+    k_loop = sum((c for c in shared if c not in regs), Counter())
+    assert rest[0] + rest[1] == k_loop + k_loop, (rest, k_loop)
 
 
 @pytest.mark.parametrize("kw, msg", [({"extra": 48}, "extra must be 16, 32 or 64"), ({"stages": 6}, "shared memory"),
@@ -286,7 +308,8 @@ def test_the_held_out_record_is_the_rule_and_the_rule_lost_nowhere():
             assert r["with wide_tflops"] >= 0.98 * r[f"wide 128x{wt.BLOCK_N0 + extra}_tflops"], r
     if not hardware.has(hardware.WGMMA):
         import subprocess
-        out = subprocess.run([sys.executable, str(Path(vp.__file__)), "--out", "/tmp/vp"], capture_output=True, text=True)
+        out = subprocess.run([sys.executable, str(Path(vp.__file__)), "--out", "/tmp/vp"], capture_output=True,
+                             text=True)
         assert out.returncode != 0 and len(out.stderr.strip().splitlines()) == 1, out.stderr
 
 

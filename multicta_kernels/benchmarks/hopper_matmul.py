@@ -107,10 +107,10 @@ def pick_extra(M: int, N: int, K: int, sms: int) -> int | None:
 
 
 def margin_gap(sms: int, m_max: int = 8192, n_max: int = 16384, ks=(1024, 2048, 4096, 8192)) -> tuple:
-    """(below, above): the largest predicted share (``wt.rounds_cycles`` of the best width over the default
-    kernel's) at most ``wt.WIDE_GAIN``, and the smallest above it, over the shapes where :func:`pick_extra` asks the
-    model: every M and N a multiple of 128 up to ``m_max`` x ``n_max``, K in ``ks``, where the pick is the default
-    kernel. Any margin from ``below`` up to (not including) ``above`` takes the same widths at all of them."""
+    """(below, above): the largest predicted share (``wt.best_share``) at most ``wt.WIDE_GAIN``, and the smallest
+    above it, over the shapes where :func:`pick_extra` asks the model: every M and N a multiple of 128 up to
+    ``m_max`` x ``n_max``, K in ``ks``, where the pick is the default kernel. Any margin from ``below`` up to (not
+    including) ``above`` takes the same widths at all of them."""
     validate.count(sms, "sms", high=1 << 20)
     validate.count(m_max, "m_max", high=1 << 20)
     validate.count(n_max, "n_max", high=1 << 20)
@@ -121,7 +121,7 @@ def margin_gap(sms: int, m_max: int = 8192, n_max: int = 16384, ks=(1024, 2048, 
             for N in range(128, n_max + 1, 128):
                 if hm.pick_config(K, M, N, sms):
                     continue
-                share = min(wt.rounds_cycles(M, N, K, sms, e) for e in wt.EXTRAS) / wt.rounds_cycles(M, N, K, sms)
+                share, _ = wt.best_share(M, N, K, sms)
                 if share <= wt.WIDE_GAIN:
                     below = max(below, share)
                 else:

@@ -855,6 +855,9 @@ def wide_matmul(extra: int = 64, stages: int = 4, tiles: int = 3, k_steps: int =
     same registers: the previous step's wgmmas may still be reading them, PTX ISA 9.7.15.7.3)."""
     validate.one_of(extra, "extra", ch6w.EXTRAS, " (the second accumulator's width)")
     validate.boolean(a_regs, "a_regs")
+    validate.boolean(one_set, "one_set")
+    if one_set and not a_regs:
+        raise ValueError("one_set=True is a bug of A in registers: it needs a_regs=True")
     elem = DTYPES[validate.dtype(dtype)].bytes
     boxes = [("a", [], ch6w.BLOCK_M * ch6w.BLOCK_K * elem), ("b0", [], ch6w.BLOCK_K * ch6w.BLOCK_N0 * elem),
              ("b1", [], ch6w.BLOCK_K * extra * elem)]
