@@ -185,6 +185,113 @@ def wide_matmul_kernel(a_desc, b0_desc, b1_desc, c0_desc, c1_desc, M, N, K, STAG
                         (wide_producer, (w,))], [1], [40])
 
 
+# ------------------------------------------------------------------------- tall tiles: three warpgroups
+
+@gluon.aggregate
+class Tall:
+    """A 192 x 128 tile as three 64-row warpgroups' own accumulators: the ring of A's three 64 x 64 boxes and B's
+    64 x 128 box a stage, and its barriers."""
+    a_desc: tma.tensor_descriptor          # box 64 x 64: one warpgroup's rows
+    b_desc: tma.tensor_descriptor          # box 64 x 128
+    c_desc: tma.tensor_descriptor          # box 64 x 128
+    a_bufs: gl.shared_memory_descriptor    # STAGES * GROUPS boxes: stage s, warpgroup g at s * GROUPS + g
+    b_bufs: gl.shared_memory_descriptor
+    ready: gl.shared_memory_descriptor     # stage s has landed: the GROUPS boxes of A and B's
+    empty: gl.shared_memory_descriptor     # every warpgroup is done with stage s (GROUPS arrivals)
+    M: gl.tensor
+    N: gl.tensor
+    K: gl.tensor
+    STAGES: gl.constexpr
+    GROUPS: gl.constexpr
+    INSTRUMENT: gl.constexpr
+
+    @gluon.jit
+    def tiles(self):
+        TM: gl.constexpr = self.a_desc.block_shape[0] * self.GROUPS
+        return gl.cdiv(self.M, TM), gl.cdiv(self.N, self.b_desc.block_shape[1])
+
+    @gluon.jit
+    def offsets(self, lin):
+        m_tiles, n_tiles = self.tiles()
+        tm, tn = snake_tile(lin, m_tiles, n_tiles, 0, 8)
+        return tm * (self.a_desc.block_shape[0] * self.GROUPS), tn * self.b_desc.block_shape[1]
+
+
+@gluon.jit
+def tall_producer(t):
+    BK: gl.constexpr = t.a_desc.block_shape[1]
+    GM: gl.constexpr = t.a_desc.block_shape[0]
+    m_tiles, n_tiles = t.tiles()
+    it = 0
+    for lin in range(gl.program_id(0), m_tiles * n_tiles, gl.num_programs(0)):
+        off_m, off_n = t.offsets(lin)
+        for k in range(gl.cdiv(t.K, BK)):
+            s, phase = stage_of(it, t.STAGES)
+            if it >= t.STAGES:                                   # every warpgroup gave the stage back
+                with scope("wait_free", t.INSTRUMENT):
+                    mbarrier.wait(t.empty.index(s), phase ^ 1)
+            with scope("load", t.INSTRUMENT):                    # GROUPS + 1 boxes, one barrier: it expects their sum
+                mbarrier.expect(t.ready.index(s), t.GROUPS * t.a_desc.nbytes_per_cta + t.b_desc.nbytes_per_cta)
+                for g in gl.static_range(t.GROUPS):
+                    tma.async_load(t.a_desc, [off_m + g * GM, k * BK], t.ready.index(s),
+                                   t.a_bufs.index(s * t.GROUPS + g))
+                tma.async_load(t.b_desc, [k * BK, off_n], t.ready.index(s), t.b_bufs.index(s))
+            it += 1
+
+
+@gluon.jit
+def tall_consumer(t, c_smem, acc_layout: gl.constexpr, G: gl.constexpr):
+    """Warpgroup G: rows G * 64 ... G * 64 + 63 of every tile, with its own accumulator, at every K step."""
+    GM: gl.constexpr = t.a_desc.block_shape[0]
+    BK: gl.constexpr = t.a_desc.block_shape[1]
+    BN: gl.constexpr = t.b_desc.block_shape[1]
+    k_steps = gl.cdiv(t.K, BK)
+    m_tiles, n_tiles = t.tiles()
+    acc = gl.zeros([GM, BN], gl.float32, acc_layout)
+    it = 0
+    for lin in range(gl.program_id(0), m_tiles * n_tiles, gl.num_programs(0)):
+        for k in range(k_steps):
+            s, phase = stage_of(it, t.STAGES)
+            with scope("wait_ready", t.INSTRUMENT):
+                mbarrier.wait(t.ready.index(s), phase)
+            with scope("mma", t.INSTRUMENT):
+                acc = hopper.warpgroup_mma(t.a_bufs.index(s * t.GROUPS + G), t.b_bufs.index(s), acc, use_acc=k > 0,
+                                           is_async=True)
+                acc = hopper.warpgroup_mma_wait(1, deps=[acc])           # the previous step's wgmma is done
+                if k > 0:
+                    mbarrier.arrive(t.empty.index((it - 1) % t.STAGES))  # ... so this warpgroup gives its stage back
+            it += 1
+        with scope("epilogue", t.INSTRUMENT):
+            acc = hopper.warpgroup_mma_wait(0, deps=[acc])
+            mbarrier.arrive(t.empty.index((it - 1) % t.STAGES))
+            off_m, off_n = t.offsets(lin)
+            tma.store_wait(0)                                    # the last tile's store has read the staging
+            c_smem.store(acc.to(t.c_desc.dtype))
+            hopper.fence_async_shared()
+            tma.async_store(t.c_desc, [off_m + G * GM, off_n], c_smem)   # past M or N: TMA writes nothing
+    tma.store_wait(0)
+
+
+@gluon.jit
+def tall_matmul_kernel(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr, acc_layout: gl.constexpr,
+                       INSTRUMENT: gl.constexpr = False):
+    GROUPS: gl.constexpr = 3
+    a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES * GROUPS] + a_desc.block_shape, a_desc.layout)
+    b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_shape, b_desc.layout)
+    ready = mbarrier.allocate_mbarrier(batch=STAGES)
+    empty = mbarrier.allocate_mbarrier(batch=STAGES)
+    for s in gl.static_range(STAGES):
+        mbarrier.init(ready.index(s), count=1)
+        mbarrier.init(empty.index(s), count=GROUPS)
+    c_smem = gl.allocate_shared_memory(c_desc.dtype, [GROUPS] + c_desc.block_shape, c_desc.layout)
+    t = Tall(a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, empty, gl.to_tensor(M), gl.to_tensor(N), gl.to_tensor(K),
+             STAGES, GROUPS, INSTRUMENT)
+    gl.warp_specialize([(tall_producer, (t,)),          # the producer takes the default warps, each consumer a warpgroup
+                        (tall_consumer, (t, c_smem.index(0), acc_layout, 0)),
+                        (tall_consumer, (t, c_smem.index(1), acc_layout, 1)),
+                        (tall_consumer, (t, c_smem.index(2), acc_layout, 2))], [4, 4, 4], [160, 160, 160])
+
+
 # ------------------------------------------------------------------------------------------------ the host
 
 NUM_WARPS = 8                    # two consumer warpgroups, 64 rows each
@@ -196,25 +303,33 @@ class WidePlan:
     extra: int = 64              # N1: the second accumulator's width
     stages: int = 4
     a_regs: bool = False
+    # the descriptors in the kernel's order (box name, operand), and the box each operand is checked against: B's
+    # narrower box and the output's, the stricter checks
+    DESCRIPTORS = (("a", "a"), ("b0", "b"), ("b1", "b"), ("c0", "out"), ("c1", "out"))
+    CHECKED = {"a": "a", "b": "b1", "out": "c1"}
+    num_warps = NUM_WARPS
+
+    @property
+    def kernel(self):
+        return wide_matmul_kernel
 
     @property
     def block_n(self) -> int:
         return BLOCK_N0 + self.extra
 
+    def tiles(self, M: int, N: int) -> int:
+        return tiles(M, N, self.extra)
+
     @property
     def smem_bytes(self) -> int:
         return 2 * self.stages * (BLOCK_M * BLOCK_K + BLOCK_K * self.block_n) + 2 * BLOCK_M * self.block_n + 1024
 
-    def layouts(self) -> dict:
-        return {"a": nvmma_layout([BLOCK_M, BLOCK_K], self.dtype, []),
-                "b0": nvmma_layout([BLOCK_K, BLOCK_N0], self.dtype, []),
-                "b1": nvmma_layout([BLOCK_K, self.extra], self.dtype, []),
-                "c0": nvmma_layout([BLOCK_M, BLOCK_N0], self.dtype, []),
-                "c1": nvmma_layout([BLOCK_M, self.extra], self.dtype, [])}
-
     def boxes(self) -> dict:
         return {"a": [BLOCK_M, BLOCK_K], "b0": [BLOCK_K, BLOCK_N0], "b1": [BLOCK_K, self.extra],
                 "c0": [BLOCK_M, BLOCK_N0], "c1": [BLOCK_M, self.extra]}
+
+    def layouts(self) -> dict:
+        return {n: nvmma_layout(box, self.dtype, []) for n, box in self.boxes().items()}
 
     def constexprs(self, instrument: bool = False) -> dict:
         acc = [gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[NUM_WARPS, 1], instr_shape=[16, n, 16])
@@ -223,23 +338,76 @@ class WidePlan:
                     A_REGS=self.a_regs)
 
 
+TALL_GROUPS, TALL_GROUP_M, TALL_N = 3, 64, 128     # tall tiles: three warpgroups of 64 rows, 128 columns
+
+
+@dataclass(frozen=True)
+class TallPlan:
+    """192 x 128 tiles: three consumer warpgroups (64 rows each, 64 x 128 wgmmas) and a producer warpgroup."""
+    dtype: object
+    stages: int = 4
+    DESCRIPTORS = (("a", "a"), ("b", "b"), ("c", "out"))
+    CHECKED = {"a": "a", "b": "b", "out": "c"}
+    num_warps = 4                # the producer's, the default partition; each consumer is a 4-warp worker
+
+    @property
+    def kernel(self):
+        return tall_matmul_kernel
+
+    @property
+    def block_m(self) -> int:
+        return TALL_GROUPS * TALL_GROUP_M
+
+    def tiles(self, M: int, N: int) -> int:
+        return tall_tiles(M, N)
+
+    @property
+    def smem_bytes(self) -> int:
+        return 2 * self.stages * (self.block_m * BLOCK_K + BLOCK_K * TALL_N) + 2 * self.block_m * TALL_N + 1024
+
+    def boxes(self) -> dict:
+        return {"a": [TALL_GROUP_M, BLOCK_K], "b": [BLOCK_K, TALL_N], "c": [TALL_GROUP_M, TALL_N]}
+
+    def layouts(self) -> dict:
+        return {n: nvmma_layout(box, self.dtype, []) for n, box in self.boxes().items()}
+
+    def constexprs(self, instrument: bool = False) -> dict:
+        acc = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, TALL_N, 16])
+        return dict(STAGES=self.stages, acc_layout=acc, INSTRUMENT=instrument)
+
+
+def _check_shape(p, M, N, K, stages):
+    if K < 1 or K % 8 or N % 8:
+        raise ValueError(f"K and N must be positive multiples of 8 (16-byte aligned rows for TMA), got K={K}, N={N}")
+    if p.stages < 2 or p.smem_bytes > SMEM_PER_CTA:
+        what = f"extra = {p.extra}" if isinstance(p, WidePlan) else "192 x 128 tiles"
+        raise ValueError(f"stages = {stages} with {what} needs {p.smem_bytes // 1024} KiB of shared memory "
+                         f"per CTA (at most {SMEM_PER_CTA // 1024} KiB, at least 2 stages): use fewer stages")
+    return p
+
+
 def plan(M, N, K, dtype, *, extra: int = 64, stages: int = 4, a_regs: bool = False) -> WidePlan:
     """Validate a configuration; raises ValueError naming the parameter and what it accepts."""
     validate.one_of(extra, "extra", EXTRAS, " (the second accumulator's width: tiles 144, 160 or 192 wide)")
     validate.count(stages, "stages", high=16)
     validate.boolean(a_regs, "a_regs")
-    p = WidePlan(dtype, extra, stages, a_regs)
-    if K < 1 or K % 8 or N % 8:
-        raise ValueError(f"K and N must be positive multiples of 8 (16-byte aligned rows for TMA), got K={K}, N={N}")
-    if p.stages < 2 or p.smem_bytes > SMEM_PER_CTA:
-        raise ValueError(f"stages = {stages} with extra = {extra} needs {p.smem_bytes // 1024} KiB of shared memory "
-                         f"per CTA (at most {SMEM_PER_CTA // 1024} KiB, at least 2 stages): use fewer stages")
-    return p
+    return _check_shape(WidePlan(dtype, extra, stages, a_regs), M, N, K, stages)
+
+
+def tall_plan(M, N, K, dtype, *, stages: int = 4) -> TallPlan:
+    """Validate a tall-tile configuration; raises ValueError naming the parameter and what it accepts."""
+    validate.count(stages, "stages", high=16)
+    return _check_shape(TallPlan(dtype, stages), M, N, K, stages)
 
 
 def tiles(M: int, N: int, extra: int = 64) -> int:
     """Output tiles of an M x N problem with 128 x (128 + extra) tiles."""
     return math.ceil(M / BLOCK_M) * math.ceil(N / (BLOCK_N0 + extra))
+
+
+def tall_tiles(M: int, N: int) -> int:
+    """Output tiles of an M x N problem with 192 x 128 tiles."""
+    return math.ceil(M / (TALL_GROUPS * TALL_GROUP_M)) * math.ceil(N / TALL_N)
 
 
 # ------------------------------------------------------------------------------------------------ the pick
@@ -283,36 +451,34 @@ def best_extra(M: int, N: int, K: int, sms: int) -> int | None:
     return extra if share <= WIDE_GAIN else None
 
 
-def _call(a, b, out, extra: int, stages: int, a_regs: bool = False):
-    """Validate the operands, the output and the options (before any hardware is touched, then the hardware),
-    and build the five TMA descriptors: (plan, out, descriptors, M, N, K)."""
+def _call(a, b, out, make, what: str):
+    """Validate the operands, the output and the options (``make(M, N, K, dtype)`` builds the plan) before any
+    hardware is touched, then the hardware, and build the TMA descriptors: (plan, out, descriptors, M, N, K)."""
     import torch
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
     M, N, K = check_operands(a, b)
-    p = plan(M, N, K, gl_dtype(a), extra=extra, stages=stages, a_regs=a_regs)
+    p = make(M, N, K, gl_dtype(a))
     boxes, layouts = p.boxes(), p.layouts()
-    check_tma_tensor(a, "a", boxes["a"])
-    check_tma_tensor(b, "b", boxes["b1"])          # the narrower box of B: the stricter check
+    check_tma_tensor(a, "a", boxes[p.CHECKED["a"]])
+    check_tma_tensor(b, "b", boxes[p.CHECKED["b"]])
     if out is not None:
-        check_out(out, M, N, a.dtype, boxes["c1"])
-    require(WGMMA, "wide_matmul")
+        check_out(out, M, N, a.dtype, boxes[p.CHECKED["out"]])
+    require(WGMMA, what)
     for t, name in ((a, "a"), (b, "b")) + (((out, "out"),) if out is not None else ()):
         check_on_gpu(t, name)
     out = torch.empty((M, N), device=a.device, dtype=a.dtype) if out is None else out
-    desc = [TensorDescriptor.from_tensor(t, boxes[n], layouts[n])
-            for n, t in (("a", a), ("b0", b), ("b1", b), ("c0", out), ("c1", out))]
+    tensors = {"a": a, "b": b, "out": out}
+    desc = [TensorDescriptor.from_tensor(tensors[t], boxes[n], layouts[n]) for n, t in p.DESCRIPTORS]
     return p, out, desc, M, N, K
 
 
-def prepare(a, b, out=None, *, extra: int = 64, stages: int = 4, a_regs: bool = False, programs: int | None = None):
-    """Validate, build the descriptors, compile, size the persistent grid (one CTA per SM, as many as are resident)
-    and return ``launch()``, which only launches."""
+def _prepare(call, programs):
     validate.optional_count(programs, "programs", high=1 << 20)
-    p, out, desc, M, N, K = _call(a, b, out, extra, stages, a_regs)
+    p, out, desc, M, N, K = call()
     args = desc + [M, N, K]
     meta = p.constexprs()
-    compiled = wide_matmul_kernel.warmup(*args, **meta, grid=(1,), num_warps=NUM_WARPS)
-    grid = min(tiles(M, N, extra), max_clusters(compiled, 1) if programs is None else programs)
+    compiled = p.kernel.warmup(*args, **meta, grid=(1,), num_warps=p.num_warps)
+    grid = min(p.tiles(M, N), max_clusters(compiled, 1) if programs is None else programs)
     run = compiled[(grid, 1, 1)]
     vals = args + list(meta.values())
 
@@ -323,6 +489,21 @@ def prepare(a, b, out=None, *, extra: int = 64, stages: int = 4, a_regs: bool = 
     return launch
 
 
+def _instrumented(call, programs):
+    validate.optional_count(programs, "programs", high=1 << 20)
+    p, out, desc, M, N, K = call()
+    grid = min(p.tiles(M, N), programs or hardware.device().sms)
+    p.kernel[(grid,)](*desc, M, N, K, **p.constexprs(True), num_warps=p.num_warps)
+    return out
+
+
+def prepare(a, b, out=None, *, extra: int = 64, stages: int = 4, a_regs: bool = False, programs: int | None = None):
+    """Validate, build the descriptors, compile, size the persistent grid (one CTA per SM, as many as are resident)
+    and return ``launch()``, which only launches."""
+    return _prepare(lambda: _call(a, b, out, lambda M, N, K, dt: plan(M, N, K, dt, extra=extra, stages=stages,
+                                                                       a_regs=a_regs), "wide_matmul"), programs)
+
+
 def wide_matmul(a, b, out=None, *, extra: int = 64, stages: int = 4, a_regs: bool = False, programs: int | None = None,
                 instrument: bool = False):
     """C = A @ B (fp16 or bf16, fp32 accumulation) on Hopper with 128 x (128 + extra) tiles of two accumulators.
@@ -331,21 +512,42 @@ def wide_matmul(a, b, out=None, *, extra: int = 64, stages: int = 4, a_regs: boo
     validate.boolean(instrument, "instrument")
     if not instrument:
         return prepare(a, b, out, extra=extra, stages=stages, a_regs=a_regs, programs=programs)()
-    validate.optional_count(programs, "programs", high=1 << 20)
-    p, out, desc, M, N, K = _call(a, b, out, extra, stages, a_regs)
-    grid = min(tiles(M, N, extra), programs or hardware.device().sms)
-    wide_matmul_kernel[(grid,)](*desc, M, N, K, **p.constexprs(True), num_warps=NUM_WARPS)
-    return out
+    return _instrumented(lambda: _call(a, b, out, lambda M, N, K, dt: plan(M, N, K, dt, extra=extra, stages=stages,
+                                                                            a_regs=a_regs), "wide_matmul"), programs)
+
+
+def prepare_tall(a, b, out=None, *, stages: int = 4, programs: int | None = None):
+    """:func:`prepare` for 192 x 128 tiles (``tall_matmul_kernel``)."""
+    return _prepare(lambda: _call(a, b, out, lambda M, N, K, dt: tall_plan(M, N, K, dt, stages=stages),
+                                  "tall_matmul"), programs)
+
+
+def tall_matmul(a, b, out=None, *, stages: int = 4, programs: int | None = None, instrument: bool = False):
+    """C = A @ B (fp16 or bf16, fp32 accumulation) on Hopper with 192 x 128 tiles: three warpgroups of 64 rows."""
+    validate.boolean(instrument, "instrument")
+    if not instrument:
+        return prepare_tall(a, b, out, stages=stages, programs=programs)()
+    return _instrumented(lambda: _call(a, b, out, lambda M, N, K, dt: tall_plan(M, N, K, dt, stages=stages),
+                                       "tall_matmul"), programs)
+
+
+def _spec(name, p, instrument, expect=("wgmma.mma_async", "cp.async.bulk.tensor")):
+    boxes, layouts = p.boxes(), p.layouts()
+    sig = {f"{n}_desc": descriptor_type(p.dtype, boxes[n], layouts[n]) for n, _ in p.DESCRIPTORS}
+    sig.update(M="i32", N="i32", K="i32", **{k: "constexpr" for k in p.constexprs(instrument)})
+    return lens.KernelSpec(name, p.kernel, sig, p.constexprs(instrument), {"num_warps": p.num_warps, "num_ctas": 1},
+                           targets=("sm_90a",), expect=expect)
 
 
 def wide_matmul_spec(dtype: str = "float16", extra: int = 64, stages: int = 4, instrument: bool = False,
                      a_regs: bool = False):
     """The lens spec at an 8192 x 8192 x 4096 problem's descriptors."""
     dtype = validate.dtype(dtype)
-    p = plan(8192, 8192, 4096, DTYPES[dtype].gl, extra=extra, stages=stages, a_regs=a_regs)
-    boxes, layouts = p.boxes(), p.layouts()
-    sig = {f"{n}_desc": descriptor_type(p.dtype, boxes[n], layouts[n]) for n in ("a", "b0", "b1", "c0", "c1")}
-    sig.update(M="i32", N="i32", K="i32", **{k: "constexpr" for k in p.constexprs(instrument)})
-    return lens.KernelSpec("wide_matmul", wide_matmul_kernel, sig, p.constexprs(instrument),
-                           {"num_warps": NUM_WARPS, "num_ctas": 1}, targets=("sm_90a",),
-                           expect=("wgmma.mma_async", "cp.async.bulk.tensor"))
+    return _spec("wide_matmul", plan(8192, 8192, 4096, DTYPES[dtype].gl, extra=extra, stages=stages, a_regs=a_regs),
+                 instrument)
+
+
+def tall_matmul_spec(dtype: str = "float16", stages: int = 4, instrument: bool = False):
+    """The lens spec of 192 x 128 tiles at an 8192 x 8192 x 4096 problem's descriptors."""
+    dtype = validate.dtype(dtype)
+    return _spec("tall_matmul", tall_plan(8192, 8192, 4096, DTYPES[dtype].gl, stages=stages), instrument)

@@ -349,3 +349,60 @@ def test_the_tie_break_record_refutes_the_changed_rule():
         ahead, behind = ahead + (share > 1.005), behind + (share < 0.995)
         assert r["with wide_tflops"] >= 1.1 * r["picked_tflops"], r
     assert ahead > behind, (ahead, behind)
+
+
+# ------------------------------------------------------------------ tall tiles: 192 x 128, three warpgroups
+
+def test_tall_tiles_each_warpgroup_multiplies_its_own_rows_then_frees_the_previous_stage():
+    """tall_matmul_kernel: three consumer warpgroups, each its own 64 x 128 accumulator (m64n128k16, four a K step)
+    from its own 64 rows of A and the stage's one B box. Each gives the previous stage back after wait_group 1,
+    behind a barrier of its 128 threads (bar.sync id, 128: all four warps' waits, then one arrive); the empty
+    barriers count three arrivals and a stage's four boxes are expected on one barrier."""
+    ptx = lens.compile(wt.tall_matmul_spec(), "sm_90a").ptx
+    assert ".local" not in ptx
+    loops = []
+    for m in re.finditer(r"wgmma\.wait_group\.sync\.aligned 1;", ptx):
+        start = ptx.rindex("mbarrier.try_wait.parity", 0, m.start())
+        end = ptx.index("\n", ptx.index("mbarrier.arrive.shared", m.start()))
+        loops.append(ptx[start:end])
+    assert len(loops) == wt.TALL_GROUPS, len(loops)          # one loop a consumer warpgroup
+    for loop in loops:
+        order = [m.group(0) for m in re.finditer(r"wgmma\.mma_async\.sync\.aligned\.m64n\d+k16|wgmma\.commit_group|"
+                                                 r"wgmma\.wait_group\.sync\.aligned \d|bar\.sync \t\d+, 128|"
+                                                 r"mbarrier\.arrive\.shared", loop)]
+        assert order == ["wgmma.mma_async.sync.aligned.m64n128k16"] * 4 + [
+            "wgmma.commit_group", "wgmma.wait_group.sync.aligned 1", order[6], "mbarrier.arrive.shared"], order
+    stage = 2 * (wt.TALL_GROUPS * wt.TALL_GROUP_M * wt.BLOCK_K + wt.BLOCK_K * wt.TALL_N)
+    assert re.search(rf"mbarrier\.arrive\.expect_tx\.shared::cta\.b64 _, \[%r\d+\], {stage};", ptx), \
+        "a stage's four boxes are expected on one barrier"
+    ttgir = lens.compile(wt.tall_matmul_spec(), "sm_90a").ttgir
+    assert ttgir.count("ttng.init_barrier") == 8 and ttgir.count(f", {wt.TALL_GROUPS} : !ttg.memdesc") == 4, \
+        "four ready barriers of one arrival, four empty ones of three"
+
+
+@pytest.mark.parametrize("kw, msg", [({"stages": 5}, "shared memory"), ({"stages": 0}, "stages")])
+def test_tall_bad_options_are_refused_in_one_line(kw, msg):
+    with pytest.raises(ValueError, match=msg) as e:
+        wt.tall_plan(1536, 1536, 1536, gl.float16, **kw)
+    assert "\n" not in str(e.value)
+
+
+def test_tall_tile_counts():
+    assert wt.tall_tiles(1536, 1536) == 8 * 12 == 96
+    assert wt.tall_tiles(640, 8192) == 4 * 64 and wt.tall_tiles(1, 1) == 1
+
+
+@pytest.mark.wgmma
+@pytest.mark.parametrize("M, N, K, dtype", [(1536, 1536, 1536, torch.float16), (1000, 776, 1000, torch.bfloat16),
+                                            (130, 200, 64, torch.float16), (1, 136, 512, torch.float16),
+                                            (300, 8, 1000, torch.bfloat16), (3072, 3072, 3072, torch.float16),
+                                            (200, 128, 4096, torch.float16)])
+def test_tall_matmul_matches_torch(M, N, K, dtype):
+    a = torch.randn(M, K, device="cuda", dtype=dtype)
+    b = torch.randn(K, N, device="cuda", dtype=dtype)
+    launch = wt.prepare_tall(a, b, c := poisoned((M, N), dtype))
+    for i in range(2):                                      # a prepared launch runs again into a fresh poison
+        c.fill_(float("nan"))
+        launch()
+        torch.cuda.synchronize()
+        assert_matmul_close(c, a, b, f"tall {M}x{N}x{K} launch {i}")

@@ -19,11 +19,16 @@ from ..measure import ceilings, sweeps, timing
 from ..results import store
 
 
-def mma_peak_tflops(iters: int = 20000, block_m: int = 128, block_n: int = 256) -> float:
-    """Measured dense fp16 wgmma rate of the whole GPU (one CTA per SM, two warpgroups each)."""
+def mma_peak_tflops(iters: int = 20000, block_m: int = 128, block_n: int = 256, ctas_per_sm: int = 1) -> float:
+    """Measured dense fp16 wgmma rate of the whole GPU: ``ctas_per_sm`` CTAs per SM (default one), each
+    ``block_m // 64`` warpgroups issuing m64n{block_n}k16 (block_n a power of two from 16 to 256)."""
     import torch
+    validate.one_of(block_m, "block_m", (64, 128))
+    validate.one_of(block_n, "block_n", (16, 32, 64, 128, 256))
+    validate.count(ctas_per_sm, "ctas_per_sm", high=4)
+    validate.count(iters, "iters", high=1 << 24)
     require(WGMMA, "mma_peak_tflops")
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    sms = torch.cuda.get_device_properties(0).multi_processor_count * ctas_per_sm
     out = torch.empty(sms, device="cuda", dtype=torch.float32)
     warps = block_m // 16
     args = dict(a_layout=nvmma_layout([block_m, 64], gl.float16, []), b_layout=nvmma_layout([64, block_n], gl.float16, []),
