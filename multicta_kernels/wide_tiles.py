@@ -18,6 +18,13 @@ every traced step longer, 128 x 192 slower at all eight shapes), so the rule use
 ``prepare_picked`` takes them there in place of hopper_matmul's pick (tested on shapes the model was not fitted
 to: results/h100/hopper_matmul_wide_pick.json). This module does not import hopper_matmul: that would stand it
 a floor higher than a chapter may (tests/test_layers.py).
+
+``tall_matmul`` cuts the tile the other way, 192 x 128, to give every wgmma the full n128 and no narrow tail:
+three consumer warpgroups each own 64 of the rows (one m64n128k16 accumulator each) and share a stage's
+128-column B box. A stage holds A's three 64 x 64 boxes and B's, four loads on one ``ready``; its ``empty``
+counts three arrivals, so the producer (one warp) refills it only after every warpgroup has given it back.
+Tall tiles are not in the pick: the rule in tools/explore_tall_tiles.py admits them only on measured evidence,
+and none is recorded yet.
 """
 from __future__ import annotations
 
@@ -286,10 +293,12 @@ def tall_matmul_kernel(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr, ac
     c_smem = gl.allocate_shared_memory(c_desc.dtype, [GROUPS] + c_desc.block_shape, c_desc.layout)
     t = Tall(a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, empty, gl.to_tensor(M), gl.to_tensor(N), gl.to_tensor(K),
              STAGES, GROUPS, INSTRUMENT)
-    gl.warp_specialize([(tall_producer, (t,)),          # the producer takes the default warps, each consumer a warpgroup
-                        (tall_consumer, (t, c_smem.index(0), acc_layout, 0)),
+    # warpgroup 0 is the default partition; the producer is one warp, since a partition of several warps puts a
+    # bar.sync of all of them before every TMA issue
+    gl.warp_specialize([(tall_consumer, (t, c_smem.index(0), acc_layout, 0)),
+                        (tall_producer, (t,)),
                         (tall_consumer, (t, c_smem.index(1), acc_layout, 1)),
-                        (tall_consumer, (t, c_smem.index(2), acc_layout, 2))], [4, 4, 4], [160, 160, 160])
+                        (tall_consumer, (t, c_smem.index(2), acc_layout, 2))], [1, 4, 4], [24, 160, 160])
 
 
 # ------------------------------------------------------------------------------------------------ the host
@@ -343,12 +352,12 @@ TALL_GROUPS, TALL_GROUP_M, TALL_N = 3, 64, 128     # tall tiles: three warpgroup
 
 @dataclass(frozen=True)
 class TallPlan:
-    """192 x 128 tiles: three consumer warpgroups (64 rows each, 64 x 128 wgmmas) and a producer warpgroup."""
+    """192 x 128 tiles: three consumer warpgroups (64 rows each, 64 x 128 wgmmas) and a producer warp."""
     dtype: object
     stages: int = 4
     DESCRIPTORS = (("a", "a"), ("b", "b"), ("c", "out"))
     CHECKED = {"a": "a", "b": "b", "out": "c"}
-    num_warps = 4                # the producer's, the default partition; each consumer is a 4-warp worker
+    num_warps = 4                # warpgroup 0's, the default partition; the other two and the producer are workers
 
     @property
     def kernel(self):

@@ -380,6 +380,17 @@ def test_tall_tiles_each_warpgroup_multiplies_its_own_rows_then_frees_the_previo
         "four ready barriers of one arrival, four empty ones of three"
 
 
+@pytest.mark.parametrize("spec", [wt.wide_matmul_spec, wt.tall_matmul_spec])
+def test_the_producer_is_one_warp_and_waits_on_no_other_warp_between_its_loads(spec):
+    """Each kernel's producer runs in one warp: between a stage's expect and its last TMA load only bar.warp.sync,
+    never a bar.sync, which a producer partition of several warps gets before every TMA issue (compiler-placed)."""
+    ptx = lens.compile(spec(), "sm_90a").ptx
+    start = ptx.index("mbarrier.arrive.expect_tx.shared::cta.b64")
+    end = ptx.rindex("mbarrier::complete_tx::bytes")
+    assert ptx.count("mbarrier.arrive.expect_tx.shared::cta.b64") == 1, "one producer, one expect a stage"
+    assert "bar.sync" not in ptx[start:end] and "bar.warp.sync" in ptx[start:end], ptx[start:end]
+
+
 @pytest.mark.parametrize("kw, msg", [({"stages": 5}, "shared memory"), ({"stages": 0}, "stages")])
 def test_tall_bad_options_are_refused_in_one_line(kw, msg):
     with pytest.raises(ValueError, match=msg) as e:
