@@ -417,3 +417,27 @@ def test_tall_matmul_matches_torch(M, N, K, dtype):
         launch()
         torch.cuda.synchronize()
         assert_matmul_close(c, a, b, f"tall {M}x{N}x{K} launch {i}")
+
+
+def test_the_tall_record_keeps_tall_tiles_out_of_the_pick():
+    """results/h100/hopper_matmul_tall_tiles.json (tools/explore_tall_tiles.py, set down before it ran): every
+    output checked; prediction 1 holds (8192 x 8192 x 4096: tall at least 0.95x the picked kernel), prediction 2
+    fails (1536^3: tall is not 1.10x the 128 x 144 rule, nor 0.9 of the better baseline), and prediction 3 fails
+    (an m64n16k16 alone costs fewer than 30 SM cycles). The rule admits tall tiles only if 1 and 2 hold, so the
+    pick has none."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+    import explore_tall_tiles as et
+    rec = results.load("h100/hopper_matmul_tall_tiles.json")
+    assert rec["benchmark"] == "hopper-matmul-tall-tiles" and [tuple(r[:3]) for r in rec["rows"]] == et.SHAPES
+    rows = {(r["M"], r["N"], r["K"]): r for r in results.records(rec)}
+    for r in rows.values():
+        assert all(r[f"{n}_rel_err"] < 1e-2 for n in et.variants()), r
+    big, small = rows[(8192, 8192, 4096)], rows[(1536, 1536, 1536)]
+    assert big["tall 192x128_tflops"] >= 0.95 * big["picked_tflops"], big
+    gain = small["tall 192x128_tflops"] / small["with wide_tflops"]
+    assert gain < 1.10 and small["tall 192x128_tflops"] < 0.9 * max(small["cublas_tflops"], small["torch_tflops"])
+    rates = {(r[0], r[1], r[2]): r[5] for r in rec["wgmma_rates"]["rows"]}
+    assert rates[(128, 16, 1)] < 30 and [tuple(r[:3]) for r in rec["wgmma_rates"]["rows"]] == et.RATES
+    assert "tall" not in " ".join(hmb.prepare_picked.__code__.co_names)

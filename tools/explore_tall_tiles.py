@@ -15,6 +15,13 @@ Set down before this ran (from first principles, not fitted):
 Tall tiles enter the pick only if 1 and 2 hold; then where the model predicts them at most WIDE_GAIN of the
 current rule's kernel, at these shapes and at shapes no run measured.
 
+Measured (H100, 2026-12-07, results/h100/hopper_matmul_tall_tiles.json): 1 holds (0.97x at 8192 x 8192 x 4096);
+2 fails (1536^3: 391.9 against the 128 x 144 rule's 393.9, 0.995x, and 0.84 of torch.matmul's 466.0); 3 fails
+(21.3 SM cycles an m64n16k16). So tall tiles stay out of the pick. They do win where the model did not look for
+them (3072^3: 702.3 against the pick's 635.8; 3584 x 6144 x 2048 and 2944 x 3072 x 2048), and lose badly where
+their tile count leaves a partial wave (1024 x 3072 x 4096: 376.7 against 626.2): a new rule needs a new model and
+new held-out shapes, not this record.
+
 Here: the wgmma rates (mma_peak at N = 16 ... 256, and 64 x 128 at two and three CTAs per SM: three warpgroups of
 m64n128k16 on one SM), then at the shapes of tools/explore_wide_tiles.py, tools/validate_wide_pick.py's held-out
 and gate sets and 2048^3: the pick, the current rule (prepare_picked) and tall tiles, with cuBLAS and torch.matmul
@@ -82,7 +89,6 @@ def main():
     clock = sm_clock_mhz()
     result = {"benchmark": "hopper-matmul-tall-tiles", **env, "clock": clock,
               "wgmma_rates": wgmma_rates(clock["clock_mhz"])}
-    results.save(result, out / "hopper_matmul_tall_tiles.json")
     columns, rows = sweeps.matmul_sweep(variants(), SHAPES[:2] if args.quick else SHAPES, timing.log, "tall-tiles")
     result.update({"method": sweeps.matmul_method("float16", {"picked": {}, "with wide": {"rule": "prepare_picked"},
                                                               "tall 192x128": {"kernel": "tall_matmul_kernel"}},
