@@ -67,6 +67,7 @@ KERNELS = {   # name: (spec factory, parameter sets the tests compile)
                        {"consumers": 2, "block_m": 64}, {"epilogue_n": 64, "stages": 4}]),
     "wide_matmul": (wide_tiles.wide_matmul_spec, [{}, {"extra": 16}, {"extra": 32}, {"dtype": "bfloat16"},
                                                   {"a_regs": True}]),
+    "tall_matmul": (wide_tiles.tall_matmul_spec, [{}, {"dtype": "bfloat16"}, {"stages": 3}]),
 }
 
 

@@ -7,7 +7,7 @@ from ..core import validate
 from .explorer import Result, check, simulate
 from .models import (barrier_cost, clc_matmul, exchange, hopper_matmul, hopper_multicast_matmul, kernel_depths, mma_tile,
                      multicast_copy, multicast_mma, pair_sum, ping_pong, softmax_one_round, softmax_pipelined,
-                     softmax_halves, softmax_staged, tile_stream, wide_matmul)
+                     softmax_halves, softmax_staged, tall_matmul, tile_stream, wide_matmul)
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,8 @@ CASES = {
     "ch6 wide tiles, 128 x 144, 3 stages, 2 tiles of 3 steps": Case(lambda: wide_matmul(16, stages=3, tiles=2, k_steps=3)),
     "ch6 wide tiles, A in registers, 2 stages, 2 tiles of 3 steps": Case(
         lambda: wide_matmul(stages=2, tiles=2, k_steps=3, a_regs=True)),
+    "ch6 tall tiles, 192 x 128, 2 stages, 3 warpgroups": Case(lambda: tall_matmul(stages=2)),
+    "ch6 tall tiles, 3 stages, 2 tiles of 3 steps": Case(lambda: tall_matmul(stages=3, tiles=2, k_steps=3)),
     # what must be found
     "bug: one-round exchange reads a peer's pair before its wait (ch1)": Case(
         lambda: softmax_one_round(2).move("main.read m_all[1]", before="main.wait landed"), "read before write"),
@@ -88,6 +90,10 @@ CASES = {
         lambda: wide_matmul(stages=2, release_early=True), "overwrite before release"),
     "bug: wide tiles' A loaded into the registers the last step's wgmmas read (ch6)": Case(
         lambda: wide_matmul(stages=2, a_regs=True, one_set=True), "overwrite before release"),
+    "bug: tall tiles' stage freed by the first of its three warpgroups (ch6, empty count 1)": Case(
+        lambda: tall_matmul(stages=2, empty_count=1), "overwrite before release"),
+    "bug: tall tiles' stage released before its wgmma is done (ch6)": Case(
+        lambda: tall_matmul(stages=2, release_early=True), "overwrite before release"),
     "bug: epilogue staging restarting per tile, one sub-tile (ch5 before)": Case(
         lambda: clc_matmul(staging="per_tile", subtiles=1, tiles=2), "overwrite before release"),
     "bug: no producer tails, the last commits land after exit (ch5 before)": Case(
@@ -114,7 +120,8 @@ def kernel_models() -> list:
             [clc_matmul(acc, stages=d[0], acc_stages=d[1], subtiles=d[2], tiles=2) for acc in (None, _C4)] +
             [hopper_matmul(c, w, stages=s) for c, w, s in ((1, 1, 3), (2, 1, 3), (4, 1, 3), (2, 2, 4), (1, 2, 4))] +
             [wide_matmul(extra) for extra in (64, 16, 32)] + [wide_matmul(dtype="bfloat16")] +
-            [wide_matmul(a_regs=True, k_steps=3)])
+            [wide_matmul(a_regs=True, k_steps=3)] +
+            [tall_matmul(), tall_matmul(dtype="bfloat16"), tall_matmul(stages=3)])
 
 
 def check_book(runs: int = 300, names=None) -> list:

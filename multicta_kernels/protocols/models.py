@@ -905,3 +905,54 @@ def wide_matmul(extra: int = 64, stages: int = 4, tiles: int = 3, k_steps: int =
         t.tma_store("c1_smem", 0, tile + 1)
     t.store_wait(0, site="store_wait(0) at exit")
     return p
+
+
+def tall_matmul(stages: int = 4, tiles: int = 3, k_steps: int = 2, dtype: str = "float16", empty_count: int | None = None,
+                release_early: bool = False) -> Protocol:
+    """Chapter 6's tall tiles, ``tall_matmul_kernel``: one CTA, persistent, a producer warp and three consumer
+    warpgroups, each multiplying its own 64 rows of a 192 x 128 tile. A stage holds A's three 64 x 64 boxes and B's
+    64 x 128 box: four TMA loads on one ``ready`` barrier, which expects their sum, and every warpgroup waits on it.
+    A K step issues one wgmma, waits until the previous step's is done (``warpgroup_mma_wait(1)``) and gives that
+    step's stage back on ``empty``, initialised with GROUPS = 3 arrivals: the stage is refilled only after all three
+    warpgroups have given it back. The epilogue waits for the last wgmma, gives its stage back, waits for the
+    previous tile's store and writes the warpgroup's own staging buffer. Bugs: ``empty_count=1`` (the first
+    warpgroup's release frees the stage, which the other two may still be reading) and ``release_early`` (a stage
+    freed right after its wgmma is issued)."""
+    groups = ch6w.TALL_GROUPS
+    count = groups if empty_count is None else validate.count(empty_count, "empty_count", high=groups)
+    elem = DTYPES[validate.dtype(dtype)].bytes
+    boxes = [(f"a{g}", [], ch6w.TALL_GROUP_M * ch6w.BLOCK_K * elem) for g in range(groups)]
+    boxes.append(("b", [], ch6w.BLOCK_K * ch6w.TALL_N * elem))
+    params = {k: v for k, v, default in (("stages", stages, 4), ("dtype", dtype, "float16")) if v != default}
+    bugs = [x for x, on in ((f"empty of {count} arrival(s)", count != groups), ("released early", release_early)) if on]
+    p = Protocol(f"tall matmul, 192 x 128, {stages} stages" + (f", {dtype}" if dtype != "float16" else "")
+                 + "".join(f", {b} (bug)" for b in bugs), 1, None if bugs else ("tall_matmul", params, "sm_90a"),
+                 warp_specialized=True)
+    p.runtime = {"M": ch6w.TALL_GROUP_M * groups * tiles, "N": ch6w.TALL_N, "K": ch6w.BLOCK_K * k_steps}
+    p.ptx_merges = {"store_wait": 1}
+    p.notes = "LLVM merges the two worker warpgroups' identical exit store_wait(0) into one block of PTX."
+    ready = p.barrier("ready", stages)
+    empty = p.barrier("empty", stages, count=count)
+    _ring_producer(p.thread(0, "producer"), ready, empty, None, stages, tiles * k_steps, boxes)
+    for g in range(groups):
+        t = p.thread(0, f"consumer {g}")
+        it = 0
+        for tile in range(tiles):
+            for k in range(k_steps):
+                s, lap = it % stages, it // stages
+                t.wait(ready[s], lap)
+                t.wgmma([(f"a{g}", s, lap + 1), ("b", s, lap + 1)])
+                if release_early:
+                    t.arrive(empty[s], lap, site="arrive empty (early)")
+                t.wgmma_wait(1)
+                if k > 0 and not release_early:
+                    t.arrive(empty[(it - 1) % stages], (it - 1) // stages, site="arrive empty (in loop)")
+                it += 1
+            t.wgmma_wait(0, site="wgmma_wait(0)")
+            if not release_early:
+                t.arrive(empty[(it - 1) % stages], (it - 1) // stages, site="arrive empty (last step)")
+            t.store_wait(0, site="store_wait(0)")
+            t.write(f"c_smem{g}", 0, tile + 1)
+            t.tma_store(f"c_smem{g}", 0, tile + 1)
+        t.store_wait(0, site="store_wait(0) at exit")
+    return p
