@@ -144,6 +144,53 @@ def prepare_picked(a, b, out=None):
     return launch
 
 
+# Tall tiles (wide_tiles.tall_matmul), a rule set down after results/h100/hopper_matmul_tall_tiles.json and tested
+# on shapes no run had measured (tools/validate_tall_pick.py). The rounds model of every kernel the rule can run, each
+# K step at the tensor cores' rate for its tile, 2 * BM * BN * 64 / 4096 SM cycles (768 for 192 x 128, 512 for the
+# ping-pong's 128 x 128, the default's traced 1024), the wide tiles' at their traced STEP_CYCLES. Tall tiles where
+# their cycles are at most TALL_GAIN of those of the kernel prepare_picked runs. The margin is wider than WIDE_GAIN:
+# at one round the model gave tall tiles 0.88 of 128 x 144's time at 1536^3, where they made 1.005x (the record).
+TALL_GAIN = 0.90
+TALL_STEP_CYCLES = 2 * wt.TALL_GROUPS * wt.TALL_GROUP_M * wt.TALL_N * wt.BLOCK_K // 4096
+
+
+def _rounds(tiles: int, sms: int, K: int, step: int) -> int:
+    return math.ceil(tiles / sms) * math.ceil(K / wt.BLOCK_K) * step
+
+
+def tall_share(M: int, N: int, K: int, sms: int) -> float | None:
+    """Tall tiles' rounds cycles as a share of those of the kernel :func:`prepare_picked` runs (the default kernel,
+    wide tiles or the ping-pong); None where it runs split-K or a K of at most hm.SHORT_K (the model was not
+    fitted to them)."""
+    cfg = hm.pick_config(K, M, N, sms)                 # validates
+    tall = _rounds(wt.tall_tiles(M, N), sms, K, TALL_STEP_CYCLES)
+    if not cfg:
+        extra = pick_extra(M, N, K, sms)
+        return tall / wt.rounds_cycles(M, N, K, sms, extra)
+    if K <= hm.SHORT_K or cfg.get("split_k", 1) > 1:
+        return None
+    bm, bn = cfg["block_m"], cfg["block_n"]
+    return tall / _rounds(math.ceil(M / bm) * math.ceil(N / bn), sms, K, 2 * bm * bn * wt.BLOCK_K // 4096)
+
+
+def pick_tall(M: int, N: int, K: int, sms: int) -> bool:
+    """Whether the rule takes tall tiles: :func:`tall_share` at most TALL_GAIN."""
+    share = tall_share(M, N, K, sms)
+    return share is not None and share <= TALL_GAIN
+
+
+def prepare_with_tall(a, b, out=None):
+    """:func:`prepare_picked`, or tall tiles where :func:`pick_tall` takes them; ``launch.tall`` says which."""
+    M, N, K = check_operands(a, b)
+    if pick_tall(M, N, K, hardware.device().sms):
+        launch = wt.prepare_tall(a, b, out)
+        launch.extra, launch.tall = None, True
+        return launch
+    launch = prepare_picked(a, b, out)
+    launch.tall = False
+    return launch
+
+
 def pick_label(cfg: dict) -> str:
     """How a record names what ``pick_config`` chose."""
     if cfg.get("split_k", 1) > 1:
