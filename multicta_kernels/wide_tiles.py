@@ -23,8 +23,9 @@ a floor higher than a chapter may (tests/test_layers.py).
 three consumer warpgroups each own 64 of the rows (one m64n128k16 accumulator each) and share a stage's
 128-column B box. A stage holds A's three 64 x 64 boxes and B's, four loads on one ``ready``; its ``empty``
 counts three arrivals, so the producer (one warp) refills it only after every warpgroup has given it back.
-Tall tiles are not in the pick: the rule in tools/explore_tall_tiles.py admits them only on measured evidence,
-and none is recorded yet.
+Tall tiles are not in the pick. Measured on an H100 (results/h100/hopper_matmul_tall_tiles.json) they are correct
+and win at 3072^3-like shapes, but the rule set down before that run did not admit them; a second rule
+(``benchmarks.hopper_matmul.pick_tall``) waits for its held-out run (tools/validate_tall_pick.py).
 """
 from __future__ import annotations
 

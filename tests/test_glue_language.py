@@ -31,6 +31,7 @@ ALLOWED = {
     "ab_gpu": "the GPU's name (torch.cuda.get_device_name)", "wt_gpu": "the GPU's name (torch.cuda.get_device_name)",
     "wr_gpu": "the GPU's name (torch.cuda.get_device_name)", "wb_gpu": "the GPU's name (torch.cuda.get_device_name)",
     "wa_gpu": "the GPU's name (torch.cuda.get_device_name)", "wg_gpu": "the GPU's name (torch.cuda.get_device_name)",
+    "tt_gpu": "the GPU's name (torch.cuda.get_device_name)",
     # code: a kernel's symbol name and a call
     "cublas_kernel": "cuBLAS's kernel symbol", "ncu_blas_kernel": "cuBLAS's kernel symbol",
     "ch5_ref_timer": "a Python call (do_bench's arguments)",

@@ -3,8 +3,11 @@ per K step and gives a stage back only after the previous step's two; the three 
 one barrier; bad options are refused in one line; on a Hopper GPU, element by element against torch in
 NaN-poisoned outputs, edge tiles included (a second accumulator wholly past N)."""
 import json
+import math
 import re
+import sys
 from collections import Counter
+from pathlib import Path
 
 import pytest
 import torch
@@ -16,6 +19,8 @@ from multicta_kernels.benchmarks import hopper_matmul as hmb
 from multicta_kernels.core import hardware
 from multicta_kernels.core.accuracy import assert_matmul_close, poisoned
 from triton.experimental.gluon import language as gl
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def consumer_loop(ptx):
@@ -441,3 +446,46 @@ def test_the_tall_record_keeps_tall_tiles_out_of_the_pick():
     rates = {(r[0], r[1], r[2]): r[5] for r in rec["wgmma_rates"]["rows"]}
     assert rates[(128, 16, 1)] < 30 and [tuple(r[:3]) for r in rec["wgmma_rates"]["rows"]] == et.RATES
     assert "tall" not in " ".join(hmb.prepare_picked.__code__.co_names)
+
+
+# ------------------------------------------------------------------ a rule for tall tiles, not yet tested held out
+
+def test_the_tall_rule_reads_the_record_it_was_set_down_after():
+    """pick_tall (TALL_GAIN 0.90 of the rounds cycles of the kernel prepare_picked runs, tall K steps at 768 SM
+    cycles) at the 27 shapes of results/h100/hopper_matmul_tall_tiles.json: where it takes tall tiles they made
+    1.058x that kernel (geometric mean, none below 0.99x); where it declines, none above 1.03x. In sample: what
+    the held-out run of tools/validate_tall_pick.py is for."""
+    rec = results.load("h100/hopper_matmul_tall_tiles.json")
+    c = rec["columns"]
+    i, j = c.index("with wide_tflops"), c.index("tall 192x128_tflops")
+    taken = [r[j] / r[i] for r in rec["rows"] if hmb.pick_tall(*r[:3], 132)]
+    declined = [r[j] / r[i] for r in rec["rows"] if not hmb.pick_tall(*r[:3], 132)]
+    assert len(taken) == 10 and min(taken) > 0.99 and math.prod(taken) ** (1 / 10) > 1.05, taken
+    assert max(declined) < 1.03, declined
+    assert hmb.TALL_STEP_CYCLES == 768
+
+
+def test_the_tall_rule_models_each_kernel_it_can_run():
+    """tall_share against the default kernel, wide tiles and the ping-pong, by hand; None where the pick is
+    split-K or short K (the model was not fitted to them)."""
+    assert hmb.tall_share(4096, 4096, 4096, 132) == (6 * 64 * 768) / (4 * 64 * 1024)         # default: 512 tiles
+    assert hmb.tall_share(1536, 1536, 1536, 132) == (24 * 768) / (24 * 877)                  # 128 x 144, one round
+    assert hmb.tall_share(3072, 3072, 3072, 132) == (3 * 48 * 768) / (5 * 48 * 512)          # ping-pong: 576 tiles
+    assert hmb.tall_share(1024, 1024, 512, 132) is None                                      # short K
+    assert hmb.tall_share(128, 4096, 14336, 132) is None                                     # split-K
+    with pytest.raises(ValueError, match="K must be"):
+        hmb.tall_share(1536, 1536, 0, 132)
+
+
+def test_the_tall_held_out_shapes_are_new_and_the_rule_sorts_them_as_set_down():
+    sys.path.insert(0, str(ROOT / "tools"))
+    import validate_tall_pick as vt
+    recorded = {tuple(r[:3]) for f in (ROOT / "results").rglob("hopper_matmul*.json")
+                for r in json.loads(f.read_text()).get("rows", []) if isinstance(r, list) and len(r) >= 3}
+    assert not set(vt.SHAPES) & recorded
+    assert all(hmb.pick_tall(*s, 132) for s in vt.TAKEN) and not any(hmb.pick_tall(*s, 132) for s in vt.DECLINED)
+    cols = ["M", "N", "K", "with wide_tflops", "tall 192x128_tflops"]
+    v = vt.verdict([[*s, 100.0, 104.0 if s in vt.TAKEN else 101.0] for s in vt.SHAPES], cols)
+    assert v["tall_enters_the_pick"] and v["c_holds"]
+    v = vt.verdict([[*s, 100.0, 96.0 if s == vt.TAKEN[0] else 110.0] for s in vt.SHAPES], cols)
+    assert not v["a_holds"] and v["b_holds"] and not v["tall_enters_the_pick"] and not v["c_holds"]
