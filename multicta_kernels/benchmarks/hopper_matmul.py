@@ -149,7 +149,7 @@ def prepare_picked(a, b, out=None):
 # K step at the tensor cores' rate for its tile, 2 * BM * BN * 64 / 4096 SM cycles (768 for 192 x 128, 512 for the
 # ping-pong's 128 x 128, the default's traced 1024), the wide tiles' at their traced STEP_CYCLES. Tall tiles where
 # their cycles are at most TALL_GAIN of those of the kernel prepare_picked runs. The margin is wider than WIDE_GAIN:
-# at one round the model gave tall tiles 0.88 of 128 x 144's time at 1536^3, where they made 1.005x (the record).
+# at one round the model gave tall tiles 0.88 of 128 x 144's time at 1536^3, where they took 1.005x (the record).
 TALL_GAIN = 0.90
 TALL_STEP_CYCLES = 2 * wt.TALL_GROUPS * wt.TALL_GROUP_M * wt.TALL_N * wt.BLOCK_K // 4096
 
