@@ -774,6 +774,20 @@ def _ring_producer(t, ready, empty, go, stages, steps, boxes):
         t.tma_load(ready[s], [(buf, s, lap + 1, bases, b) for buf, bases, b in boxes], lap)
 
 
+def _consumer_step(t, ready, empty, stages, it, k, reads, release_early):
+    """Ring step ``it`` (K step ``k`` of its tile) of a chapter 6 consumer: wait until the stage has landed, one wgmma
+    reading ``reads`` of it, wait until the previous step's wgmma is done (``warpgroup_mma_wait(1)``), then give that
+    step's stage back; with ``release_early`` (a bug) the stage is given back right after its wgmma is issued."""
+    s, lap = it % stages, it // stages
+    t.wait(ready[s], lap)
+    t.wgmma([(b, s, lap + 1) for b in reads])
+    if release_early:
+        t.arrive(empty[s], lap, site="arrive empty (early)")
+    t.wgmma_wait(1)
+    if k > 0 and not release_early:
+        t.arrive(empty[(it - 1) % stages], (it - 1) // stages, site="arrive empty (in loop)")
+
+
 def hopper_matmul(num_ctas: int = 2, consumers: int = 2, turns: bool = True, release_early: bool = False,
                   tiles: int = 3, k_steps: int = 2, stages: int = 2, split: int = 1) -> Protocol:
     """Chapter 6, ``hopper_matmul_kernel``: a producer partition (the TMA, B multicast by CTA 0, and
@@ -817,14 +831,7 @@ def hopper_matmul(num_ctas: int = 2, consumers: int = 2, turns: bool = True, rel
                         t.wait(turn[0], j - 1)
                 it = tile * k_steps
                 for k in range(k_steps):
-                    s, lap = it % stages, it // stages
-                    t.wait(ready[s], lap)
-                    t.wgmma([("a", s, lap + 1), ("b", s, lap + 1)])
-                    if release_early:
-                        t.arrive(empty[s], lap, site="arrive empty (early)")
-                    t.wgmma_wait(1)
-                    if k > 0 and not release_early:
-                        t.arrive(empty[(it - 1) % stages], (it - 1) // stages, site="arrive empty (in loop)")
+                    _consumer_step(t, ready, empty, stages, it, k, ("a", "b"), release_early)
                     it += 1
                 if consumers == 2 and turns:
                     t.arrive(turn[1 - w], j)
@@ -939,14 +946,7 @@ def tall_matmul(stages: int = 4, tiles: int = 3, k_steps: int = 2, dtype: str = 
         it = 0
         for tile in range(tiles):
             for k in range(k_steps):
-                s, lap = it % stages, it // stages
-                t.wait(ready[s], lap)
-                t.wgmma([(f"a{g}", s, lap + 1), ("b", s, lap + 1)])
-                if release_early:
-                    t.arrive(empty[s], lap, site="arrive empty (early)")
-                t.wgmma_wait(1)
-                if k > 0 and not release_early:
-                    t.arrive(empty[(it - 1) % stages], (it - 1) // stages, site="arrive empty (in loop)")
+                _consumer_step(t, ready, empty, stages, it, k, (f"a{g}", "b"), release_early)
                 it += 1
             t.wgmma_wait(0, site="wgmma_wait(0)")
             if not release_early:
