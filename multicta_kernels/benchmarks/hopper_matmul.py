@@ -179,18 +179,6 @@ def pick_tall(M: int, N: int, K: int, sms: int) -> bool:
     return share is not None and share <= TALL_GAIN
 
 
-def prepare_with_tall(a, b, out=None):
-    """:func:`prepare_picked`, or tall tiles where :func:`pick_tall` takes them; ``launch.tall`` says which."""
-    M, N, K = check_operands(a, b)
-    if pick_tall(M, N, K, hardware.device().sms):
-        launch = wt.prepare_tall(a, b, out)
-        launch.extra, launch.tall = None, True
-        return launch
-    launch = prepare_picked(a, b, out)
-    launch.tall = False
-    return launch
-
-
 def pick_label(cfg: dict) -> str:
     """How a record names what ``pick_config`` chose."""
     if cfg.get("split_k", 1) > 1:
